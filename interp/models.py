@@ -156,8 +156,13 @@ def _atomic_save(obj, target: Path) -> None:
         for part in obj if isinstance(obj, tuple) else (obj,):
             part.save_pretrained(staging)
         if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
+            shutil.rmtree(target, ignore_errors=True)
+        try:
+            staging.rename(target)
+        except OSError:
+            if not target.exists():  # lost a race with another process writing the same thing
+                raise
+            shutil.rmtree(staging, ignore_errors=True)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
