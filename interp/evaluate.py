@@ -72,23 +72,29 @@ def pad_batch(batch: Sequence[EncodedPrompt], pad_id: int) -> tuple[Int[Tensor, 
     return tokens, starts, lengths
 
 
-def score_logits(logits: Float[Tensor, "batch pos vocab"], tokens: Int[Tensor, "batch pos"],
-                 batch: Sequence[EncodedPrompt]) -> AnswerScores:
+def score_answer(predicting: Float[Tensor, "n_plus_1 vocab"], answer_ids: Sequence[int], end_ids: frozenset[int]) -> tuple[bool, float, float]:
+    """(exact match, token accuracy, mean answer log-prob) from the logits at the positions that
+    predict each answer token plus the one after (which must predict an end token)."""
+    predicting = predicting.float()
+    n = len(answer_ids)
+    answer = torch.tensor(answer_ids, device=predicting.device)
+    predicted = predicting.argmax(-1)
+    hits = predicted[:n] == answer
+    log_probs = predicting[:n].log_softmax(-1).gather(-1, answer[:, None]).squeeze(-1)
+    exact = bool(hits.all()) and predicted[n].item() in end_ids
+    return exact, hits.float().mean().item(), log_probs.mean().item()
+
+
+def answer_slice(p: EncodedPrompt) -> slice:
+    """Positions whose logits predict the answer tokens and the end marker after them."""
+    return slice(p.answer_start - 1, p.answer_start + len(p.answer_ids))
+
+
+def score_logits(logits: Float[Tensor, "batch pos vocab"], batch: Sequence[EncodedPrompt]) -> AnswerScores:
     """Exact match, per-token accuracy and mean answer log-prob from the logits of prompt + answer."""
-    correct, token_acc, logprob = [], [], []
-    for row, p in enumerate(batch):
-        start, n = p.answer_start, len(p.answer_ids)
-        # logits at position t predict token t + 1; one extra position predicts the end marker
-        predicting = logits[row, start - 1 : start + n].float()
-        answer = tokens[row, start : start + n].to(predicting.device)
-        predicted = predicting.argmax(-1)
-        hits = predicted[:n] == answer
-        ends = predicted[n].item() in p.end_ids
-        log_probs = predicting[:n].log_softmax(-1).gather(-1, answer[:, None]).squeeze(-1)
-        correct.append(bool(hits.all()) and ends)
-        token_acc.append(hits.float().mean().item())
-        logprob.append(log_probs.mean().item())
-    return AnswerScores(torch.tensor(correct), torch.tensor(token_acc), torch.tensor(logprob))
+    results = [score_answer(logits[row, answer_slice(p)], p.answer_ids, p.end_ids) for row, p in enumerate(batch)]
+    correct, token_acc, logprob = zip(*results) if results else ((), (), ())
+    return AnswerScores(torch.tensor(correct, dtype=torch.bool), torch.tensor(token_acc), torch.tensor(logprob))
 
 
 def forward_logits(model, tokens: Int[Tensor, "batch pos"], fwd_hooks: Sequence[Hook] = ()) -> Float[Tensor, "batch pos vocab"]:
@@ -117,7 +123,7 @@ def score_encoded(model, encoded: Sequence[EncodedPrompt], batch_size: int = 8, 
     for chunk in tqdm(chunks, desc=desc, disable=not progress, leave=False):
         batch = [encoded[i] for i in chunk]
         tokens, _, _ = pad_batch(batch, pad_id)
-        parts.append(score_logits(forward_logits(model, tokens, fwd_hooks), tokens, batch))
+        parts.append(score_logits(forward_logits(model, tokens, fwd_hooks), batch))
     if not parts:
         return AnswerScores(torch.zeros(0, dtype=torch.bool), torch.zeros(0), torch.zeros(0))
     merged = AnswerScores.concat(parts)

@@ -286,15 +286,22 @@ def bridge_from_hf(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n
 
 
 def load_model(name_or_path: str = EMBEDDED_MODEL, device: str | torch.device | None = None,
-               dtype: str | torch.dtype | None = None, device_map: str | dict | None = None):
+               dtype: str | torch.dtype | None = None, device_map: str | dict | None = None,
+               adapter: str | os.PathLike | None = None):
     """Load a model as a ``TransformerBridge`` in compatibility mode.
 
     ``device_map`` (e.g. ``"auto"``) splits a model too large for one GPU with accelerate, for
-    local checkpoints; it excludes ``device``.
+    local checkpoints; it excludes ``device``. ``adapter`` names a LoRA adapter (a folder, or a
+    name under the repo's ``adapters/``) merged into the weights before the bridge is built, so
+    every hook and score sees the fine-tuned model.
     """
     if device_map is not None and device not in (None, "auto"):
         raise ValueError("pass either device or device_map, not both")
     torch_dtype = resolve_dtype(dtype)
     torch_device = None if device_map is not None else resolve_device(device)
     model, tokenizer = load_hf_model(name_or_path, dtype=torch_dtype, device_map=device_map)
+    if adapter is not None:
+        from .adapters import merge_adapter
+
+        model = merge_adapter(model, adapter)
     return bridge_from_hf(model, tokenizer, ALIASES.get(name_or_path.lower(), name_or_path), torch_device)
