@@ -144,7 +144,7 @@ def check_vocabulary(spec: TaskSpec, length: int, vocabulary: Sequence[str]) -> 
     """Raise a clear error when the vocabulary cannot express the task at this length."""
     if len(set(vocabulary)) != len(vocabulary):
         raise ValueError("vocabulary items must be distinct")
-    minimum_length = {"retrieval": 4 if spec.unique else 6, "copying": 1 if spec.unique else 4}[spec.family]
+    minimum_length = {"retrieval": 4 if spec.unique else 7, "copying": 1 if spec.unique else 4}[spec.family]
     if length < minimum_length:
         raise ValueError(f"length={length} is too short for {spec.name}: it needs at least {minimum_length}")
     needed = length if (spec.family == "copying" and spec.unique) else 3
