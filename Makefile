@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install figures bench clean
+.PHONY: run test install figures bench clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,10 +21,14 @@ install: $(STAMP)
 run: $(STAMP)
 	$(PY) analyses/ablate_heads.py
 
-test: $(STAMP)
+# Headless Chromium for static figure export and the attention-view browser test (Debian package).
+chromium:
+	scripts/install_chromium.sh || echo "no Chromium: static figures and browser tests will be skipped"
+
+test: $(STAMP) chromium
 	$(PY) -m pytest -q
 
-figures: $(STAMP)
+figures: $(STAMP) chromium
 	$(PY) analyses/make_figures.py
 
 bench: $(STAMP)

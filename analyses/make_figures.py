@@ -1,0 +1,56 @@
+"""Redraw every paper figure in figures/ from the tables in results/ (no model run).
+
+    python analyses/make_figures.py                       # results/ -> figures/ (HTML, PDF, PNG)
+    python analyses/make_figures.py --formats html,svg,png --model smollm2-135m
+
+Figures whose results file is missing are skipped with a note. Static formats need a local
+Chromium (scripts/install_chromium.sh); ``--formats html`` needs none. Exits 1 when a results
+file is malformed (the message names the file and the problem), after drawing the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from interp.figures import HTML_FORMATS, STATIC_FORMATS, BrowserNotFoundError, make_figures  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", default=str(ROOT / "results"), help="folder with the results CSVs (default results/)")
+    parser.add_argument("--out", default=str(ROOT / "figures"), help="output folder (default figures/)")
+    parser.add_argument("--formats", default="html,pdf,png",
+                        help=f"comma-separated, from {', '.join(HTML_FORMATS + STATIC_FORMATS)} (default html,pdf,png)")
+    parser.add_argument("--model", default=None, help="only this model's figures (default: every model in the files)")
+    parser.add_argument("--inline-js", action="store_true",
+                        help="inline plotly.js in every HTML file instead of one shared figures/plotly.min.js")
+    args = parser.parse_args(argv)
+    formats = [f.strip().lower() for f in args.formats.split(",") if f.strip()]
+    unknown = [f for f in formats if f not in HTML_FORMATS + STATIC_FORMATS]
+    if unknown or not formats:
+        parser.error(f"--formats: unknown {unknown}; choose from {', '.join(HTML_FORMATS + STATIC_FORMATS)}")
+    results = Path(args.results)
+    if not results.is_dir():
+        print(f"note: results folder {results} does not exist: nothing to draw (run the analyses first)")
+        return 0
+    try:
+        written, errors = make_figures(results, args.out, formats, model=args.model, inline_js=args.inline_js)
+    except BrowserNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if not written and not errors:
+        print(f"note: no results files in {results}: nothing to draw")
+    for err in errors:
+        print(f"error: {err}", file=sys.stderr)
+    print(f"{len(written)} files written to {args.out}" + (f"; {len(errors)} results file(s) could not be drawn" if errors else ""))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""Figures from the fixture results files (tests/fixtures/results), and their error messages."""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import plotly.graph_objects as go
+import pytest
+
+from interp import figures as F
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures" / "results"
+sys.path.insert(0, str(ROOT / "analyses"))
+
+needs_browser = pytest.mark.skipif(
+    F.find_browser() is None,
+    reason="static export needs headless Chromium: run scripts/install_chromium.sh (make does) or set BROWSER_PATH")
+
+EXPECTED_STEMS = {"head_scores_tiny-model", "accuracy_vs_length_tiny-model", "ablation_tiny-model",
+                  "head_sweep_tiny-model", "from_scratch", "finetune_tiny-model_UB"}
+
+
+def rows(kind: str, name: str | None = None) -> list[dict]:
+    return F.load_results(FIXTURES / (name or f"{kind}.csv"), kind)
+
+
+def write_csv(path: Path, table: list[dict], drop: str | None = None) -> Path:
+    columns = [c for c in table[0] if c != drop]
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(table)
+    return path
+
+
+# --------------------------------------------------------------------------- each figure
+
+
+def test_head_scores_figure():
+    fig = F.head_scores_figure(rows("head_scores"))
+    assert isinstance(fig, go.Figure) and len(fig.data) == 2
+    assert fig.data[0].type == "heatmap" and len(fig.data[0].z) == 4 and len(fig.data[0].z[0]) == 3
+    ranks = [t for line in fig.data[0].text for t in line if t]
+    assert sorted(map(int, ranks)) == list(range(1, 11))  # top 10 numbered
+    assert fig.layout.coloraxis.colorscale and fig.layout.coloraxis2.colorscale  # one colour bar per score
+    assert "tiny-model" in fig.layout.title.text
+
+
+def test_accuracy_length_figure_pairs_in_panels():
+    fig = F.accuracy_length_figure(rows("directional_bias"))
+    assert {t.name for t in fig.data} == set(F.TASK_NAMES)
+    titles = [a.text for a in fig.layout.annotations]
+    for a, b in F.DIRECTIONAL_PAIRS:
+        assert any(t.startswith(f"{a} vs {b}") for t in titles)
+    uf = next(t for t in fig.data if t.name == "UF")
+    assert max(uf.y) <= 100 and min(uf.y) >= 0  # percent
+    assert uf.customdata[0][0].startswith("s.d. over 2")  # two templates -> spread over variants
+    ur = next(t for t in fig.data if t.name == "UR")
+    assert ur.customdata[0][0] == "binomial s.e."
+    assert uf.xaxis == next(t for t in fig.data if t.name == "UB").xaxis  # same panel
+
+
+def test_ablation_figure_random_spread():
+    fig = F.ablation_figure(rows("ablation"))
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert {t.legendgroup for t in bars} == set(F.ABLATION_CONDITIONS)
+    random_bar = next(t for t in bars if t.legendgroup == "random")
+    assert random_bar.error_y.visible and all(v > 0 for v in random_bar.error_y.array)
+    seeds = [t for t in fig.data if t.type == "scatter"]
+    assert seeds and len(seeds[0].y) == 3 * 3  # 3 tasks x 3 seeds
+    assert [a.text for a in fig.layout.annotations][:2] == ["zero ablation", "mean ablation"]
+
+
+def test_head_sweep_figure():
+    fig = F.head_sweep_figure(rows("head_sweep"))
+    assert len(fig.data) == 2 and fig.layout.coloraxis.cmid == 0
+    assert fig.layout.coloraxis.cmin == -fig.layout.coloraxis.cmax
+    fig = F.head_sweep_figure(rows("head_sweep"), metric="delta_logprob")
+    with pytest.raises(ValueError, match="metric="):
+        F.head_sweep_figure(rows("head_sweep"), metric="loss")
+
+
+def test_finetune_figures():
+    table = rows("finetune", "finetune_tiny-model_UB.csv")
+    fig = F.finetune_figure(table, "tiny-model", "UB")
+    names = {t.name for t in fig.data if t.showlegend is not False}
+    assert names == {"in distribution", "out of distribution"}
+    summary = F.finetune_summary_figure({("tiny-model", "UB"): table, ("tiny-model", "UF"): table})
+    assert len(summary.data) == 2 and list(summary.data[0].x) == ["UF", "UB"]
+
+
+def test_from_scratch_figure():
+    fig = F.from_scratch_figure(rows("from_scratch"))
+    assert len(fig.data) == 6  # 3 length bins x 2 positional encodings
+    assert "NF ✗" in fig.layout.xaxis.ticktext and "UF ✓" in fig.layout.xaxis.ticktext
+
+
+def test_style_is_consistent():
+    for fig in (F.head_scores_figure(rows("head_scores")), F.ablation_figure(rows("ablation"))):
+        assert fig.layout.template.layout.font.family == F.FONT
+        assert fig.layout.width and fig.layout.height
+    assert F.OKABE_ITO["blue"] in F.PALETTE and F.SCORE_SCALE == "Cividis"
+
+
+# --------------------------------------------------------------------------- saving
+
+
+def test_save_html_only(tmp_path):
+    fig = F.ablation_figure(rows("ablation"))
+    paths = F.save_figure(fig, tmp_path / "ablation", formats=("html",))
+    assert paths == [tmp_path / "ablation.html"]
+    text = paths[0].read_text()
+    assert re.search(r'<script[^>]*src="plotly.min.js"', text) and "cdn.plot.ly" not in text
+    assert not re.search(r"<script[^>]+src=[\"']?https?:", text)
+    assert (tmp_path / "plotly.min.js").stat().st_size > 1_000_000
+    inline = F.save_figure(fig, tmp_path / "inline" / "ablation", formats=("html",), inline_js=True)[0]
+    assert inline.stat().st_size > 1_000_000 and not (tmp_path / "inline" / "plotly.min.js").exists()
+    with pytest.raises(ValueError, match="formats"):
+        F.save_figure(fig, tmp_path / "x", formats=("jpeg",))
+
+
+def test_make_figures_html_from_fixtures(tmp_path, capsys):
+    import make_figures
+
+    assert make_figures.main(["--results", str(FIXTURES), "--out", str(tmp_path), "--formats", "html"]) == 0
+    for stem in EXPECTED_STEMS:
+        assert (tmp_path / f"{stem}.html").stat().st_size > 0
+    assert "6 files written" in capsys.readouterr().out
+
+
+@pytest.mark.browser
+@needs_browser
+def test_every_figure_static_from_fixtures(tmp_path):
+    written, errors = F.make_figures(FIXTURES, tmp_path, formats=("html", "pdf", "svg", "png"), log=lambda _: None)
+    assert errors == []
+    magic = {"png": b"\x89PNG", "pdf": b"%PDF", "svg": b"<svg"}
+    for stem in EXPECTED_STEMS:
+        for fmt in ("html", "pdf", "svg", "png"):
+            path = tmp_path / f"{stem}.{fmt}"
+            assert path.exists() and path.stat().st_size > 1000, path
+            if fmt in magic:
+                assert path.read_bytes()[:4] == magic[fmt], path
+    assert len(written) == 4 * len(EXPECTED_STEMS)
+
+
+# --------------------------------------------------------------------------- missing and bad input
+
+
+def test_missing_optional_files_are_noted(tmp_path, capsys):
+    import make_figures
+
+    shutil.copy(FIXTURES / "head_scores.csv", tmp_path / "head_scores.csv")
+    out = tmp_path / "figs"
+    assert make_figures.main(["--results", str(tmp_path), "--out", str(out), "--formats", "html"]) == 0
+    printed = capsys.readouterr().out
+    assert "skipping ablation figures" in printed and "ablation.csv not found" in printed
+    assert "skipping fine-tuning figures" in printed
+    assert sorted(p.name for p in out.iterdir()) == ["head_scores_tiny-model.html", "plotly.min.js"]
+    assert make_figures.main(["--results", str(tmp_path / "nowhere"), "--out", str(out)]) == 0
+
+
+def test_missing_column_names_the_file(tmp_path, capsys):
+    import make_figures
+
+    bad = write_csv(tmp_path / "ablation.csv", rows("ablation"), drop="condition")
+    with pytest.raises(ValueError, match=r"ablation\.csv lacks column\(s\) \['condition'\]"):
+        F.load_results(bad, "ablation")
+    shutil.copy(FIXTURES / "head_scores.csv", tmp_path / "head_scores.csv")
+    code = make_figures.main(["--results", str(tmp_path), "--out", str(tmp_path / "figs"), "--formats", "html"])
+    captured = capsys.readouterr()
+    assert code == 1 and str(bad) in captured.err and "'condition'" in captured.err
+    assert (tmp_path / "figs" / "head_scores_tiny-model.html").exists()  # the good file was still drawn
+
+
+def test_bad_values_are_named(tmp_path):
+    table = rows("directional_bias")
+    table[0] = dict(table[0], task="XY")
+    with pytest.raises(ValueError, match=r"db\.csv: unknown task 'XY'"):
+        F.accuracy_length_figure(table, source="db.csv")
+    table = rows("directional_bias")
+    table[0] = dict(table[0], accuracy=87.0)
+    with pytest.raises(ValueError, match=r"db\.csv: accuracy must be a fraction in \[0, 1\], got 87"):
+        F.accuracy_length_figure(table, source="db.csv")
+    table = rows("ablation")
+    table[0] = dict(table[0], condition="induction_heads")
+    with pytest.raises(ValueError, match="unknown condition 'induction_heads'"):
+        F.ablation_figure(table, source="ablation.csv")
+    table = rows("head_scores")
+    table[0] = dict(table[0], layer=-1)
+    with pytest.raises(ValueError, match="layer must be a non-negative integer"):
+        F.head_scores_figure(table, source="head_scores.csv")
+    with pytest.raises(ValueError, match=r"lacks column\(s\) \['anti_induction'\]"):
+        F.head_scores_figure([{k: v for k, v in r.items() if k != "anti_induction"} for r in rows("head_scores")],
+                             source="head_scores.csv")
+    with pytest.raises(FileNotFoundError, match="nothing.csv does not exist"):
+        F.load_results(tmp_path / "nothing.csv", "ablation")
+    with pytest.raises(ValueError, match="kind="):
+        F.load_results(FIXTURES / "ablation.csv", "ablations")
+
+
+def test_several_models_one_figure_each(tmp_path):
+    table = rows("head_scores")
+    other = [dict(r, model="org/other") for r in table]
+    write_csv(tmp_path / "head_scores.csv", table + other)
+    with pytest.raises(ValueError, match="several models"):
+        F.head_scores_figure(table + other)
+    figures, errors = F.build_figures(tmp_path, log=lambda _: None)
+    assert errors == [] and [s for s, _ in figures] == ["head_scores_tiny-model", "head_scores_org_other"]
+    figures, _ = F.build_figures(tmp_path, model="org/other", log=lambda _: None)
+    assert [s for s, _ in figures] == ["head_scores_org_other"]
+
+
+def test_finetune_file_names(tmp_path):
+    table = rows("finetune", "finetune_tiny-model_UB.csv")
+    write_csv(tmp_path / "finetune_gpt2-xl_NRLast_lr5.csv", table)
+    write_csv(tmp_path / "finetune_gpt2-xl_UF.csv", table)
+    figures, errors = F.build_figures(tmp_path, log=lambda _: None)
+    assert errors == []
+    assert [s for s, _ in figures] == ["finetune_gpt2-xl_NRLast_lr5", "finetune_gpt2-xl_UF", "finetune_summary_gpt2-xl"]
+    write_csv(tmp_path / "finetune_gpt2-xl_copy.csv", table)
+    _, errors = F.build_figures(tmp_path, log=lambda _: None)
+    assert len(errors) == 1 and "finetune_gpt2-xl_copy.csv" in errors[0] and "cannot tell the task" in errors[0]
