@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from interp.cli import add_model_args, add_output_args, int_list, load_model_from_args
-from interp.experiments import AblationConfig, ablation_study, ablation_summary
+from interp.experiments import AblationConfig, ablation_prompt_sets, ablation_study, ablation_summary, add_task_attention
 from interp.prompts import PromptConfig
 from interp.results import to_markdown, write_table
 from interp.scoring import score_heads
@@ -39,6 +39,7 @@ def main() -> None:
     progress = not args.quiet
 
     scores = score_heads(model, n_sequences=args.score_sequences, seed=args.seed, progress=progress)
+    add_task_attention(model, scores, ablation_prompt_sets(model, config), config.prompt_config, progress=progress)
     write_table(scores.rows(), out / f"head_scores{suffix}", metadata=scores.metadata | {"adapter": args.adapter})
     for name in ("induction", "anti_induction"):
         top = scores.top_heads(name, args.k)

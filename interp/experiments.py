@@ -117,14 +117,36 @@ def reference_means(model, config: AblationConfig, vocabulary: Sequence[str], pr
     return compute_head_means(model, encoded, per_position=False, batch_size=config.batch_size, progress=progress)
 
 
+def add_task_attention(model, scores: HeadScores, prompt_sets: dict[tuple[str, int], Sequence], prompt_config: PromptConfig,
+                       batch_size: int = 8, progress: bool = True) -> HeadScores:
+    """Add ``attn_<task>`` scores (mean attention from each output position to its answer's
+    source position, over the given prompts; lengths pooled) to ``scores``."""
+    from .scoring import task_attention_scores
+
+    bos = resolve_prepend_bos(model, prompt_config)
+    by_task: dict[str, list] = {}
+    for (task, _), prompts in prompt_sets.items():
+        by_task.setdefault(task, []).extend(prompts)
+    for task, prompts in by_task.items():
+        encoded = encode_prompts(model.tokenizer, prompts, bos)
+        scores.scores[f"attn_{task}"] = task_attention_scores(model, prompts, encoded, batch_size, progress)
+    return scores
+
+
+def ablation_prompt_sets(model, config: AblationConfig, vocabulary: Sequence[str] | None = None) -> dict[tuple[str, int], list]:
+    """The seeded evaluation prompts of every task and length of an ablation study."""
+    vocabulary = vocabulary or single_token_vocabulary(model.tokenizer)
+    return {(t, n): task_prompts(model, t, n, config.n_examples, config.seed, config.prompt_config, vocabulary)
+            for t in config.tasks for n in config.lengths}
+
+
 def ablation_study(model, scores: HeadScores, config: AblationConfig = AblationConfig(), progress: bool = True,
                    log: Log = _quiet, on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
     """Accuracy on each task and length: clean, then under each condition and ablation kind."""
     vocabulary = single_token_vocabulary(model.tokenizer)
     means = reference_means(model, config, vocabulary, progress) if "mean" in config.kinds else None
     name = model_name(model)
-    prompt_sets = {(t, n): task_prompts(model, t, n, config.n_examples, config.seed, config.prompt_config, vocabulary)
-                   for t in config.tasks for n in config.lengths}
+    prompt_sets = ablation_prompt_sets(model, config, vocabulary)
     rows: list[dict] = []
     baseline: dict[tuple[str, int], float] = {}
 
