@@ -20,7 +20,7 @@ def main() -> None:
     parser.add_argument("--tasks", default="UF,UB,UR,UL", help="comma-separated tasks (default: UF,UB,UR,UL)")
     parser.add_argument("--lengths", type=int_list, default=[10], help="task lengths (default: 10)")
     parser.add_argument("--k", type=int, default=10, help="heads per ablated set (default: 10, as the paper)")
-    parser.add_argument("--n", type=int, default=40, help="examples per task and length (default: 40)")
+    parser.add_argument("--n", type=int, default=30, help="examples per task and length (default: 30)")
     parser.add_argument("--kinds", default="zero,mean", help="ablation kinds: zero, mean (default: both)")
     parser.add_argument("--random-seeds", type=int_list, default=[0, 1, 2], help="seeds of the random-head control")
     parser.add_argument("--shots", type=int, default=5, help="in-context demonstrations (default: 5)")

@@ -78,7 +78,7 @@ class AblationConfig:
     tasks: tuple[str, ...] = ("UF", "UB", "UR", "UL")
     lengths: tuple[int, ...] = (10,)
     k: int = 10
-    n_examples: int = 40
+    n_examples: int = 30
     kinds: tuple[str, ...] = ("zero", "mean")
     random_seeds: tuple[int, ...] = (0, 1, 2)
     seed: int = 0
