@@ -22,7 +22,7 @@ from interp.sweep import head_sweep, naive_head_sweep  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=8, help="prompts")
-    parser.add_argument("--every", type=int, default=3, help="sweep every k-th layer (all its heads)")
+    parser.add_argument("--every", type=int, default=6, help="sweep every k-th layer (all its heads)")
     args = parser.parse_args()
     model = load_model(device="cpu")
     prompts = task_prompts(model, "UF", 10, args.n)

@@ -18,7 +18,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--task", default="NF")
     parser.add_argument("--length", type=int, default=100)
-    parser.add_argument("--n", type=int, default=8)
+    parser.add_argument("--n", type=int, default=4)
     args = parser.parse_args()
     model = load_model(device="cpu")
     prompts = task_prompts(model, args.task, args.length, args.n, seed=0)
