@@ -1,0 +1,125 @@
+"""Fine-tune a model on one task (full or LoRA), evaluating in and out of distribution.
+
+Examples:
+    # the paper's GPT-2 setting (on a GPU; see analyses/gpu/finetune_gpt2xl.sh)
+    python analyses/finetune.py --model gpt2-xl --task UF --precision bf16 --gradient-checkpointing
+    # a LoRA adapter for the embedded model, kept in the repo for the analyses' --adapter
+    python analyses/finetune.py --model smollm2-135m --task UB --lora --adapter-out adapters/ub \\
+        --train-lengths 5-20 --id-lengths 10 --ood-lengths 30 --steps 150 --batch-size 8 --lr 2e-3
+
+Writes results/finetune_<model>_<task>.{csv,json,md} (step, split, length, accuracy, loss) and
+checkpoints under results/runs/; a killed run started again with the same arguments resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+
+import torch
+
+from interp.adapters import LoraSettings
+from interp.training import PRECISIONS, TrainConfig, finetune
+
+
+def lengths(text: str) -> tuple[int, ...]:
+    """``"5-20"``, ``"10,30"`` or ``"5-10,20"`` -> a tuple of lengths."""
+    out: list[int] = []
+    try:
+        for part in text.replace(" ", ",").split(","):
+            if "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                out.extend(range(lo, hi + 1))
+            elif part:
+                out.append(int(part))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected lengths like '5-20' or '10,30', got {text!r}") from err
+    return tuple(out)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    defaults = TrainConfig()
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="smollm2-135m", help="model name or local checkpoint (gpt2-xl, smollm2-135m, tiny-gpt2, a folder)")
+    p.add_argument("--task", default="UF", help="UF, UB, NF, NB, UL, UR, NLFirst, NRFirst, NLLast, NRLast")
+    p.add_argument("--device", default="auto", help="'auto' (CUDA when present), 'cpu', 'cuda', 'cuda:1'")
+    p.add_argument("--dtype", default=None, help="weights dtype (default float32; with --precision bf16 they stay fp32 masters)")
+    p.add_argument("--train-lengths", type=lengths, default=(), help="e.g. 5-30 (default: the task family's)")
+    p.add_argument("--id-lengths", type=lengths, default=(), help="in-distribution evaluation lengths")
+    p.add_argument("--ood-lengths", type=lengths, default=(), help="out-of-distribution evaluation lengths")
+    p.add_argument("--steps", type=int, default=defaults.steps)
+    p.add_argument("--batch-size", type=int, default=defaults.batch_size, help="examples per optimizer step")
+    p.add_argument("--grad-accum", type=int, default=defaults.grad_accum, help="micro-batches per step")
+    p.add_argument("--lr", type=float, default=defaults.lr)
+    p.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
+    p.add_argument("--warmup", type=float, default=defaults.warmup_frac, help="fraction of steps of linear warmup")
+    p.add_argument("--schedule", default=defaults.schedule, choices=("linear", "cosine", "constant"))
+    p.add_argument("--max-grad-norm", type=float, default=defaults.max_grad_norm)
+    p.add_argument("--seed", type=int, default=defaults.seed)
+    p.add_argument("--shots", type=int, default=defaults.n_shots, help="demonstrations per prompt (5: the analyses' format)")
+    p.add_argument("--template", default=defaults.template, choices=("bare", "obey"))
+    p.add_argument("--max-position", type=int, default=None,
+                   help="train with a random position-id offset in [0, N - len] (absolute-position models, the paper's trick)")
+    p.add_argument("--precision", default=defaults.precision, choices=PRECISIONS, help="autocast dtype")
+    p.add_argument("--gradient-checkpointing", action="store_true")
+    p.add_argument("--lora", action="store_true", help="train a LoRA adapter instead of every weight")
+    p.add_argument("--lora-rank", type=int, default=LoraSettings.rank)
+    p.add_argument("--lora-alpha", type=float, default=LoraSettings.alpha)
+    p.add_argument("--lora-targets", default=None, help="comma-separated module names (default: attention projections)")
+    p.add_argument("--adapter-out", default=None, help="folder to save the adapter in (with --lora), e.g. adapters/ub")
+    p.add_argument("--save-model", action="store_true", help="save the fine-tuned model under the run folder")
+    p.add_argument("--eval-every", type=int, default=defaults.eval_every)
+    p.add_argument("--eval-examples", type=int, default=defaults.eval_examples)
+    p.add_argument("--eval-batch-size", type=int, default=defaults.eval_batch_size)
+    p.add_argument("--checkpoint-every", type=int, default=defaults.checkpoint_every)
+    p.add_argument("--stop-at-accuracy", type=float, default=None, help="stop once every in-distribution length reaches it")
+    p.add_argument("--memory-budget-gib", type=float, default=None, help="refuse plans above this (default: the device's memory)")
+    p.add_argument("--run-dir", default=None, help="checkpoint folder (default results/runs/finetune_<model>_<task>)")
+    p.add_argument("--no-resume", action="store_true", help="start over even if the run folder holds a checkpoint")
+    p.add_argument("--tag", default=None, help="suffix for the results and run names")
+    p.add_argument("--out", default="results", help="results folder")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (1 is fastest on a CPU shared with other jobs)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    lora = None
+    if args.lora:
+        targets = tuple(t for t in args.lora_targets.split(",") if t) if args.lora_targets else None
+        lora = LoraSettings(rank=args.lora_rank, alpha=args.lora_alpha, target_modules=targets)
+    elif args.adapter_out:
+        raise SystemExit("--adapter-out needs --lora (full fine-tuning saves a model with --save-model)")
+    config = TrainConfig(
+        task=args.task, train_lengths=args.train_lengths, id_lengths=args.id_lengths, ood_lengths=args.ood_lengths,
+        steps=args.steps, batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr,
+        weight_decay=args.weight_decay, warmup_frac=args.warmup, schedule=args.schedule,
+        max_grad_norm=args.max_grad_norm, seed=args.seed, n_shots=args.shots, template=args.template,
+        max_position=args.max_position, precision=args.precision, gradient_checkpointing=args.gradient_checkpointing,
+        lora=lora, eval_every=args.eval_every, eval_examples=args.eval_examples, eval_batch_size=args.eval_batch_size,
+        checkpoint_every=args.checkpoint_every, stop_at_accuracy=args.stop_at_accuracy,
+    )
+    command = "python analyses/finetune.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    out = finetune(args.model, config, run_dir=args.run_dir, results_dir=args.out, device=args.device, dtype=args.dtype,
+                   adapter_out=args.adapter_out, save_model=args.save_model, memory_budget_gib=args.memory_budget_gib,
+                   resume=not args.no_resume, progress=not args.quiet, tag=args.tag, command=command)
+    print(f"memory estimate: {out.memory.describe() if out.memory else 'n/a'}")
+    for when in ("before", "after"):
+        summary = ", ".join(f"{split} n={n}: {acc:.2f}" for split, accs in out.info[when].items() for n, acc in accs.items())
+        print(f"{when:6s} {summary}")
+    print("wrote " + ", ".join(str(p) for p in out.table))
+    if out.adapter:
+        print(f"adapter saved to {out.adapter}")
+    if out.model_dir:
+        print(f"model saved to {out.model_dir}")
+
+
+if __name__ == "__main__":
+    main()
