@@ -562,7 +562,7 @@ def train(model, tokenizer, config: TrainConfig, run_dir: str | os.PathLike | No
             loss = _optimizer_step(model, config, step, tokenizer, vocabulary, prepend_bos, pad_id, optimizer,
                                    scheduler, scaler, autocast)
             losses.append((step, loss))
-            if step % config.eval_every == 0 or step == config.steps:
+            if config.eval_examples and (step % config.eval_every == 0 or step == config.steps):
                 since = [l for s, l in losses if s > step - config.eval_every]
                 evaluate(step, sum(since) / len(since))
                 stopped = _reached(config, history, step) and step < config.steps
