@@ -190,7 +190,7 @@ def train_config(spec: TaskSpec, config: ScratchConfig, positional: Positional, 
         warmup_frac=config.warmup_frac, max_grad_norm=1.0, seed=config.seed, n_shots=0, prepend_bos=True,
         max_position=max_position if (positional == "absolute" and config.position_offset) else None,
         eval_every=config.eval_every, eval_examples=config.eval_examples, eval_batch_size=64,
-        checkpoint_every=max(config.eval_every, config.steps), stop_at_accuracy=config.stop_at_accuracy,
+        checkpoint_every=config.eval_every, stop_at_accuracy=config.stop_at_accuracy,
     )
 
 
