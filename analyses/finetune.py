@@ -4,8 +4,10 @@ Examples:
     # the paper's GPT-2 setting (on a GPU; see analyses/gpu/finetune_gpt2xl.sh)
     python analyses/finetune.py --model gpt2-xl --task UF --precision bf16 --gradient-checkpointing
     # a LoRA adapter for the embedded model, kept in the repo for the analyses' --adapter
+    # (the exact command of each adapter is in adapters/<name>/README.md; ~30 min on one CPU core)
     python analyses/finetune.py --model smollm2-135m --task UB --lora --adapter-out adapters/ub \\
-        --train-lengths 5-20 --id-lengths 10 --ood-lengths 30 --steps 150 --batch-size 8 --lr 2e-3
+        --train-lengths 5-20 --id-lengths 10 --ood-lengths 30 --steps 200 --batch-size 8 --lr 2e-3 \\
+        --warmup 0.1 --device cpu --threads 1
 
 Writes results/finetune_<model>_<task>.{csv,json,md} (step, split, length, accuracy, loss) and
 checkpoints under results/runs/; a killed run started again with the same arguments resumes.
@@ -21,7 +23,7 @@ import sys
 import torch
 
 from interp.adapters import LoraSettings
-from interp.training import PRECISIONS, TrainConfig, finetune
+from interp.training import PRECISIONS, InsufficientMemoryError, TrainConfig, finetune
 
 
 def lengths(text: str) -> tuple[int, ...]:
@@ -107,9 +109,13 @@ def main(argv=None) -> None:
         checkpoint_every=args.checkpoint_every, stop_at_accuracy=args.stop_at_accuracy,
     )
     command = "python analyses/finetune.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    out = finetune(args.model, config, run_dir=args.run_dir, results_dir=args.out, device=args.device, dtype=args.dtype,
-                   adapter_out=args.adapter_out, save_model=args.save_model, memory_budget_gib=args.memory_budget_gib,
-                   resume=not args.no_resume, progress=not args.quiet, tag=args.tag, command=command)
+    try:
+        out = finetune(args.model, config, run_dir=args.run_dir, results_dir=args.out, device=args.device, dtype=args.dtype,
+                       adapter_out=args.adapter_out, save_model=args.save_model,
+                       memory_budget_gib=args.memory_budget_gib, resume=not args.no_resume,
+                       progress=not args.quiet, tag=args.tag, command=command)
+    except InsufficientMemoryError as err:
+        raise SystemExit(f"error: {err}") from None
     print(f"memory estimate: {out.memory.describe() if out.memory else 'n/a'}")
     for when in ("before", "after"):
         summary = ", ".join(f"{split} n={n}: {acc:.2f}" for split, accs in out.info[when].items() for n, acc in accs.items())

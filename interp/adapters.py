@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -173,7 +173,3 @@ def save_adapter(peft_model, path: str | os.PathLike, info: dict | None = None, 
     if info is not None:
         atomic_write_text(path / ADAPTER_INFO, json.dumps(info, indent=2, default=str) + "\n")
     return path
-
-
-def settings_dict(settings: LoraSettings) -> dict:
-    return asdict(settings)

@@ -363,8 +363,9 @@ class MemoryEstimate:
         return self.weights + self.grads + self.optimizer + self.activations
 
     def describe(self) -> str:
-        g = lambda n: f"{n / GIB:.1f}"  # noqa: E731
-        return (f"~{g(self.total)} GiB (weights {g(self.weights)} + grads {g(self.grads)} + "
+        unit, size = ("GiB", GIB) if self.total >= GIB else ("MiB", 1024**2)
+        g = lambda n: f"{n / size:.1f}"  # noqa: E731
+        return (f"~{g(self.total)} {unit} (weights {g(self.weights)} + grads {g(self.grads)} + "
                 f"AdamW {g(self.optimizer)} + activations ~{g(self.activations)})")
 
 
@@ -403,6 +404,10 @@ def device_memory_bytes(device: torch.device) -> int | None:
     return None
 
 
+def _gib(n: int) -> str:
+    return f"{n / GIB:.1f} GiB" if n >= GIB else f"{n / 1024**2:.1f} MiB"
+
+
 def check_memory(estimate: MemoryEstimate, device: torch.device, budget_bytes: int | None = None,
                  what: str = "this run") -> None:
     """Raise :class:`InsufficientMemoryError` when ``estimate`` exceeds the budget (the device's
@@ -411,7 +416,7 @@ def check_memory(estimate: MemoryEstimate, device: torch.device, budget_bytes: i
     if budget is None or estimate.total <= budget:
         return
     raise InsufficientMemoryError(
-        f"{what} needs {estimate.describe()} but {device} has {budget / GIB:.1f} GiB; "
+        f"{what} needs {estimate.describe()} but {device} has {_gib(budget)}; "
         f"use --lora, a smaller micro-batch (--grad-accum), --gradient-checkpointing, "
         f"--precision bf16, or a larger device"
     )
