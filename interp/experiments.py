@@ -8,11 +8,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
 from .ablation import ABLATION_KINDS, HeadMeans, ablation_hooks, compute_head_means, random_heads
-from .evaluate import evaluate_prompts, summarize, task_prompts
+from .evaluate import evaluate_prompts, resolve_prepend_bos, summarize, task_prompts
 from .heads import Head, format_heads
 from .prompts import PromptConfig, encode_prompts
-from .evaluate import resolve_prepend_bos
-from .scoring import HeadScores, model_name
+from .scoring import HeadScores, model_name, task_attention_scores
 from .tasks import DIRECTIONAL_PAIRS, TaskSpec, check_vocabulary, get_task
 from .vocab import single_token_vocabulary
 
@@ -121,8 +120,6 @@ def add_task_attention(model, scores: HeadScores, prompt_sets: dict[tuple[str, i
                        batch_size: int = 8, progress: bool = True) -> HeadScores:
     """Add ``attn_<task>`` scores (mean attention from each output position to its answer's
     source position, over the given prompts; lengths pooled) to ``scores``."""
-    from .scoring import task_attention_scores
-
     bos = resolve_prepend_bos(model, prompt_config)
     by_task: dict[str, list] = {}
     for (task, _), prompts in prompt_sets.items():

@@ -266,6 +266,11 @@ def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32,
     return model.eval(), tokenizer
 
 
+def tokenizer_adds_bos(tokenizer: PreTrainedTokenizerBase) -> bool:
+    """Whether the model's own tokenizer starts text with BOS (prompts then do too)."""
+    return tokenizer.bos_token_id is not None and tokenizer.encode("a")[:1] == [tokenizer.bos_token_id]
+
+
 def bridge_from_hf(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, name: str,
                    device: torch.device | None = None):
     """Wrap an already-loaded HF model as a TransformerBridge with HookedTransformer hook names."""
@@ -275,7 +280,7 @@ def bridge_from_hf(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n
         tokenizer.pad_token = tokenizer.eos_token
     # The bridge re-creates the tokenizer with add_bos_token=True; record what the model's own
     # tokenizer does, so prompts look like the text the model was trained on.
-    adds_bos = tokenizer.bos_token_id is not None and tokenizer.encode("a")[:1] == [tokenizer.bos_token_id]
+    adds_bos = tokenizer_adds_bos(tokenizer)
     if device is not None and getattr(model, "hf_device_map", None) is None:
         model = model.to(device)
     bridge = boot(name, hf_model=model, tokenizer=tokenizer, device=device or model.device, dtype=model.dtype)

@@ -23,7 +23,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from .evaluate import batched
+from .evaluate import batched, pad_batch
 from .heads import Head
 from .prompts import EncodedPrompt, Prompt
 
@@ -204,8 +204,6 @@ def answer_source_positions(tokenizer, prompt: Prompt, encoded: EncodedPrompt) -
 def task_attention_scores(model, prompts: Sequence[Prompt], encoded: Sequence[EncodedPrompt], batch_size: int = 8,
                           progress: bool = True) -> Float[Tensor, "layer head"]:
     """Mean attention from each output position to its answer's source position, per head."""
-    from .evaluate import pad_batch
-
     pairs = [answer_source_positions(model.tokenizer, p, e) for p, e in zip(prompts, encoded)]
     total = torch.zeros(model.cfg.n_layers, model.cfg.n_heads)
     count = 0

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .ablation import AblationKind, HeadMeans, ablation_hooks, z_hook_name
-from .evaluate import AnswerScores, answer_slice, batched, pad_batch, score_answer, score_encoded
+from .evaluate import AnswerScores, answer_slice, batched, pad_batch, score_answer, score_encoded, score_logits
 from .heads import Head, validate_heads
 from .prompts import EncodedPrompt
 
@@ -100,8 +100,6 @@ def head_sweep(model, encoded: Sequence[EncodedPrompt], heads: Sequence[tuple[in
         names = {f"blocks.{l}.hook_resid_pre" for l in by_layer}
         with torch.no_grad():
             logits, cache = model.run_with_cache(tokens.to(model.cfg.device), names_filter=lambda n: n in names)
-        from .evaluate import score_logits
-
         clean_parts.append(score_logits(logits, chunk))
         del logits
         for layer, layer_heads in by_layer.items():

@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 
 from .adapters import LoraSettings
 from .evaluate import evaluate_task
+from .models import tokenizer_adds_bos
 from .prompts import Prompt, PromptConfig, build_prompts, encode_prompts
 from .tasks import ALNUM, TaskSpec, check_vocabulary, generate_example, get_task
 
@@ -150,11 +151,6 @@ def check_lengths(config: TrainConfig, vocabulary: Sequence[str]) -> None:
                 generate_example(config.spec, length, 0, vocabulary)
             except ValueError as err:
                 raise ValueError(f"{split} length {length} is not usable for {config.task}: {err}") from err
-
-
-def tokenizer_adds_bos(tokenizer) -> bool:
-    """Whether the model's own tokenizer starts text with BOS; the bridge sets its default the same way."""
-    return tokenizer.bos_token_id is not None and tokenizer.encode("a")[:1] == [tokenizer.bos_token_id]
 
 
 # --------------------------------------------------------------------------- data
