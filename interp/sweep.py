@@ -1,8 +1,8 @@
 """Single-head ablation sweep: the effect of ablating each head alone on a task.
 
 A head in layer ``L`` cannot change the residual stream below ``L``, so the clean run's
-``blocks.{L}.hook_resid_pre`` is cached once and only blocks ``L..`` are recomputed, for all
-heads of layer ``L`` at once (stacked along the batch). Blocks below ``L`` are swapped for a
+``blocks.{L}.hook_resid_pre`` is cached once and only blocks ``L..`` are recomputed (optionally
+for several heads of layer ``L`` at once, stacked along the batch). Blocks below ``L`` are swapped for a
 pass-through during that run, and the unembedding is applied only at answer positions.
 """
 
@@ -82,8 +82,14 @@ def _stacked_hook(model, layer: int, heads: Sequence[int], n_rows: int, kind: Ab
 
 def head_sweep(model, encoded: Sequence[EncodedPrompt], heads: Sequence[tuple[int, int]] | None = None,
                kind: AblationKind = "zero", means: HeadMeans | None = None, batch_size: int = 8,
-               progress: bool = True) -> SweepResult:
-    """Scores of ``encoded`` prompts with each head in ``heads`` (default: all) ablated alone."""
+               progress: bool = True, heads_per_pass: int = 1) -> SweepResult:
+    """Scores of ``encoded`` prompts with each head in ``heads`` (default: all) ablated alone.
+
+    ``heads_per_pass`` heads of a layer share one forward pass, stacked along the batch. On the
+    CPU one per pass is fastest (measured: 9 stacked heads took 2x the time of 9 separate passes
+    on SmolLM2); on a GPU stacking fills the device better."""
+    if heads_per_pass < 1:
+        raise ValueError(f"heads_per_pass={heads_per_pass} must be >= 1")
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
     heads = validate_heads(heads if heads is not None else [(l, h) for l in range(n_layers) for h in range(n_heads)],
                            n_layers, n_heads)
@@ -104,14 +110,15 @@ def head_sweep(model, encoded: Sequence[EncodedPrompt], heads: Sequence[tuple[in
         del logits
         for layer, layer_heads in by_layer.items():
             resid = cache[f"blocks.{layer}.hook_resid_pre"]
-            stacked = einops.repeat(resid, "batch pos d -> (copies batch) pos d", copies=len(layer_heads))
-            hook = _stacked_hook(model, layer, layer_heads, len(chunk), kind, means)
-            with torch.no_grad(), skip_blocks_below(model, layer):
-                final = model.run_with_hooks(stacked, start_at_layer=layer, fwd_hooks=[hook])
-            for i, h in enumerate(layer_heads):
-                for row, p in enumerate(chunk):
-                    logits_row = unembed(model, final[i * len(chunk) + row, answer_slice(p)])
-                    results[Head(layer, h)].append(score_answer(logits_row, p.answer_ids, p.end_ids))
+            for group in batched(layer_heads, heads_per_pass):
+                stacked = einops.repeat(resid, "batch pos d -> (copies batch) pos d", copies=len(group))
+                hook = _stacked_hook(model, layer, group, len(chunk), kind, means)
+                with torch.no_grad(), skip_blocks_below(model, layer):
+                    final = model.run_with_hooks(stacked, start_at_layer=layer, fwd_hooks=[hook])
+                for i, h in enumerate(group):
+                    for row, p in enumerate(chunk):
+                        logits_row = unembed(model, final[i * len(chunk) + row, answer_slice(p)])
+                        results[Head(layer, h)].append(score_answer(logits_row, p.answer_ids, p.end_ids))
             bar.update()
         del cache
     bar.close()

@@ -140,11 +140,12 @@ def test_random_control_avoids_scored_heads():
     assert conditions[0][2] == [Head(3, 3), Head(3, 2)] and conditions[1][2] == [Head(0, 0), Head(0, 1)]
 
 
-@pytest.mark.parametrize("kind", ["zero", "mean"])
-def test_fast_sweep_equals_naive_loop(tiny_llama, reference, kind):
+@pytest.mark.parametrize("kind,heads_per_pass", [("zero", 1), ("mean", 1), ("zero", 2), ("mean", 3)])
+def test_fast_sweep_equals_naive_loop(tiny_llama, reference, kind, heads_per_pass):
     means = compute_head_means(tiny_llama, reference, progress=False) if kind == "mean" else None
     heads = [(0, 0), (0, 3), (1, 1), (1, 2)]
-    fast = head_sweep(tiny_llama, reference, heads, kind, means, batch_size=4, progress=False)
+    fast = head_sweep(tiny_llama, reference, heads, kind, means, batch_size=4, progress=False,
+                      heads_per_pass=heads_per_pass)
     slow = naive_head_sweep(tiny_llama, reference, heads, kind, means, batch_size=4, progress=False)
     assert torch.equal(fast.clean.correct, slow.clean.correct)
     for a, b in zip(fast.ablated, slow.ablated):
