@@ -272,9 +272,15 @@ def tokenizer_adds_bos(tokenizer: PreTrainedTokenizerBase) -> bool:
 
 
 def bridge_from_hf(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, name: str,
-                   device: torch.device | None = None):
-    """Wrap an already-loaded HF model as a TransformerBridge with HookedTransformer hook names."""
+                   device: torch.device | None = None, processed_cache: Path | None = None):
+    """Wrap an already-loaded HF model as a TransformerBridge with HookedTransformer hook names.
+
+    ``processed_cache`` is a folder for the processed (layer-norm folded, centred) weights:
+    when it holds them for this dtype and device type they are installed instead of processing
+    again, otherwise they are processed and stored there."""
     from transformer_lens.model_bridge.sources.transformers.source import boot
+
+    from .bridge_cache import install_processed_weights, processed_weights_file, save_processed_weights
 
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -284,7 +290,15 @@ def bridge_from_hf(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n
     if device is not None and getattr(model, "hf_device_map", None) is None:
         model = model.to(device)
     bridge = boot(name, hf_model=model, tokenizer=tokenizer, device=device or model.device, dtype=model.dtype)
-    bridge.enable_compatibility_mode(disable_warnings=True)
+    processed = (processed_weights_file(processed_cache, model.dtype, next(model.parameters()).device)
+                 if processed_cache is not None else None)
+    if processed is not None and processed.exists():
+        bridge.enable_compatibility_mode(disable_warnings=True, no_processing=True)
+        install_processed_weights(bridge, processed)
+    else:
+        bridge.enable_compatibility_mode(disable_warnings=True)
+        if processed is not None:
+            save_processed_weights(bridge, processed)
     bridge.cfg.default_prepend_bos = adds_bos
     bridge.eval()
     return bridge
@@ -309,4 +323,8 @@ def load_model(name_or_path: str = EMBEDDED_MODEL, device: str | torch.device | 
         from .adapters import merge_adapter
 
         model = merge_adapter(model, adapter)
-    return bridge_from_hf(model, tokenizer, ALIASES.get(name_or_path.lower(), name_or_path), torch_device)
+    name = ALIASES.get(name_or_path.lower(), name_or_path)
+    # Only the embedded model's raw weights live in our own cache, where processed ones can sit
+    # beside them (and are wiped with them when the conversion is redone).
+    processed_cache = embedded_cache_path() if name == EMBEDDED_MODEL and adapter is None else None
+    return bridge_from_hf(model, tokenizer, name, torch_device, processed_cache)

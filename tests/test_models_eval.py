@@ -97,3 +97,68 @@ def test_local_checkpoint_folder_loads_as_bridge(tmp_path):
         got = bridge(tokens).log_softmax(-1)  # compatibility mode centres the unembedding: compare log-probs
     assert torch.allclose(got, expected, atol=1e-4)
     assert "blocks.0.attn.hook_z" in bridge.hook_dict
+
+
+@pytest.mark.parametrize("name", ["tiny-llama", "tiny-gpt2"])
+def test_processed_weight_cache_gives_the_same_bridge(tmp_path, name):
+    """A bridge whose processed weights come from the cache equals one processed from scratch:
+    logits, every hook (hook_pattern and hook_z included) and the state dict, bit for bit."""
+    from interp.bridge_cache import processed_weights_file
+    from interp.models import bridge_from_hf, load_hf_model
+
+    fresh = bridge_from_hf(*load_hf_model(name), name, torch.device("cpu"), processed_cache=tmp_path)
+    stored = processed_weights_file(tmp_path, torch.float32, torch.device("cpu"))
+    assert stored.exists() and fresh._weights_processed
+    model, tokenizer = load_hf_model(name)
+    # The stored weights are the processed ones: the unembedding is centred over the vocabulary,
+    # the raw one is not.
+    vocab = len(tokenizer)
+    processed_unembed = fresh.state_dict()["unembed.weight"]
+    vocab_dim = list(processed_unembed.shape).index(vocab)
+    assert processed_unembed.mean(vocab_dim).abs().max() < 1e-6
+    assert model.lm_head.weight.mean(0).abs().max() > 1e-4
+    cached = bridge_from_hf(model, tokenizer, name, torch.device("cpu"), processed_cache=tmp_path)
+    assert cached._weights_processed
+    tokens = torch.tensor([[3, 7, 11, 5, 3, 7]])
+    fresh_logits, fresh_cache = fresh.run_with_cache(tokens)
+    cached_logits, cached_cache = cached.run_with_cache(tokens)
+    assert torch.equal(fresh_logits, cached_logits)
+    assert set(fresh_cache.keys()) == set(cached_cache.keys())
+    assert {"blocks.1.attn.hook_pattern", "blocks.1.attn.hook_z"} <= set(cached_cache.keys())
+    for key in fresh_cache.keys():
+        assert torch.equal(fresh_cache[key], cached_cache[key]), key
+    fresh_state, cached_state = fresh.state_dict(), cached.state_dict()
+    assert all(torch.equal(fresh_state[k], cached_state[k]) for k in fresh_state)
+
+
+def test_processed_weight_cache_rejects_another_model(tmp_path):
+    from interp.bridge_cache import install_processed_weights, processed_weights_file
+    from interp.models import bridge_from_hf, load_hf_model
+
+    bridge_from_hf(*load_hf_model("tiny-gpt2"), "tiny-gpt2", torch.device("cpu"), processed_cache=tmp_path)
+    gpt2_file = processed_weights_file(tmp_path, torch.float32, torch.device("cpu"))
+    from transformer_lens.model_bridge.sources.transformers.source import boot
+
+    model, tokenizer = load_hf_model("tiny-llama")
+    llama = boot("tiny-llama", hf_model=model, tokenizer=tokenizer, device=torch.device("cpu"), dtype=torch.float32)
+    llama.enable_compatibility_mode(disable_warnings=True, no_processing=True)
+    with pytest.raises(ValueError, match="does not match this model"):
+        install_processed_weights(llama, gpt2_file)
+
+
+@pytest.mark.embedded
+def test_embedded_warm_load_equals_processing_again(embedded):
+    """``load_model()`` takes the processed weights from the cache once they exist; the result is
+    the bridge that processing the raw weights again gives, on the real model's hooks too."""
+    from interp.models import EMBEDDED_MODEL, bridge_from_hf, load_hf_model
+
+    warm = load_model(device="cpu")  # the fixture's load stored the processed weights
+    reprocessed = bridge_from_hf(*load_hf_model(EMBEDDED_MODEL), EMBEDDED_MODEL, torch.device("cpu"))
+    tokens = torch.tensor([embedded.tokenizer.encode("a b c d a b")])
+    names = lambda n: n.endswith(("hook_pattern", "hook_z", "hook_resid_post"))  # noqa: E731
+    warm_logits, warm_cache = warm.run_with_cache(tokens, names_filter=names)
+    ref_logits, ref_cache = reprocessed.run_with_cache(tokens, names_filter=names)
+    assert torch.equal(warm_logits, ref_logits)
+    assert {f"blocks.{layer}.attn.{hook}" for layer in range(30) for hook in ("hook_pattern", "hook_z")} \
+        <= set(ref_cache.keys())
+    assert all(torch.equal(warm_cache[k], ref_cache[k]) for k in ref_cache.keys())
