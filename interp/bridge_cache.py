@@ -11,13 +11,13 @@ installation path is the library's.
 from __future__ import annotations
 
 import importlib.metadata
-import os
-import tempfile
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 from transformer_lens.weight_processing import ProcessWeights
+
+from .results import atomic_path
 
 
 def processed_weights_file(model_dir: Path, dtype: torch.dtype, device: torch.device) -> Path:
@@ -40,15 +40,8 @@ def save_processed_weights(bridge, target: Path) -> None:
             value = value.clone()
         seen.add(value.data_ptr())
         tensors[key] = value
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, staging = tempfile.mkstemp(prefix=f".{target.name}-", dir=target.parent)
-    os.close(fd)
-    try:
-        save_file(tensors, staging)
-        os.replace(staging, target)
-    except BaseException:
-        Path(staging).unlink(missing_ok=True)
-        raise
+    with atomic_path(target) as staging:
+        save_file(tensors, str(staging))
 
 
 def install_processed_weights(bridge, source: Path) -> None:

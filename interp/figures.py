@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import statistics
-import tempfile
 import textwrap
 import threading
 from collections import defaultdict
@@ -29,7 +28,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from .results import atomic_write_text, read_csv
+from .results import atomic_write_bytes, atomic_write_text, read_csv
 from .tasks import DIRECTIONAL_PAIRS, TASK_NAMES, get_task
 
 Rows = Sequence[Mapping[str, Any]]
@@ -592,25 +591,6 @@ def find_browser() -> str | None:
     return None
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def _readable(path: Path) -> Path:
-    os.chmod(path, 0o644)  # atomic_write_text's temporary files are private (0600)
-    return path
-
-
 STATIC_FORMATS = ("pdf", "svg", "png")
 HTML_FORMATS = ("html",)
 
@@ -681,7 +661,7 @@ class StaticExporter:
 
     def export(self, fig: go.Figure, path: str | Path, fmt: str | None = None) -> Path:
         path = Path(path)
-        return _atomic_write_bytes(path, self.render(fig, fmt or path.suffix.lstrip(".")))
+        return atomic_write_bytes(path, self.render(fig, fmt or path.suffix.lstrip(".")))
 
 
 PLOTLY_JS = "plotly.min.js"
@@ -694,7 +674,7 @@ def _write_plotlyjs(directory: Path) -> None:
     target = directory / PLOTLY_JS
     script = get_plotlyjs()
     if not target.exists() or target.stat().st_size != len(script.encode()):
-        _readable(atomic_write_text(target, script))
+        atomic_write_text(target, script)
 
 
 def figure_html(fig: go.Figure, inline_js: bool = False) -> str:
@@ -721,7 +701,7 @@ def save_figure(fig: go.Figure, stem: str | Path, formats: Sequence[str] = ("htm
     if "html" in formats:
         if not inline_js:
             _write_plotlyjs(stem.parent)
-        written.append(_readable(atomic_write_text(stem.with_suffix(".html"), figure_html(fig, inline_js))))
+        written.append(atomic_write_text(stem.with_suffix(".html"), figure_html(fig, inline_js)))
     if static:
         if exporter is None:
             with StaticExporter() as own:

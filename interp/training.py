@@ -35,6 +35,7 @@ from .adapters import LoraSettings
 from .evaluate import evaluate_task
 from .models import tokenizer_adds_bos
 from .prompts import Prompt, PromptConfig, build_prompts, encode_prompts
+from .results import atomic_path
 from .tasks import ALNUM, TaskSpec, check_vocabulary, generate_example, get_task
 
 logger = logging.getLogger(__name__)
@@ -443,14 +444,8 @@ def _set_rng_state(state: dict) -> None:
 def save_checkpoint(path: Path, payload: dict) -> None:
     """``torch.save`` to a temporary file renamed over ``path``: a kill mid-write leaves the
     previous checkpoint intact."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    with atomic_path(path) as tmp:
         torch.save(payload, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _comparable(config: dict) -> dict:
