@@ -1,60 +1,74 @@
 """Score every head, then ablate the top-k induction, top-k anti-induction and k random heads
-(zero and mean ablation) and recompute accuracy on UF, UB, UR, UL. The `make run` job."""
+(zero and mean ablation) and recompute accuracy on UF, UB, UR, UL. The `make run` job.
+
+Writes results/head_scores.*, results/ablation.* and results/ablation_summary.* (with
+`--adapter NAME` the files end in `_NAME`). A killed run started again with the same arguments
+resumes: finished head scores and finished ablation cells are reused.
+"""
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
+import sys
 
-from interp.cli import add_model_args, add_output_args, int_list, load_model_from_args
-from interp.experiments import AblationConfig, ablation_prompt_sets, ablation_study, ablation_summary, add_task_attention
+from interp.ablation import ABLATION_KINDS
+from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, fail, int_list, load_model_from_args,
+                        name_list, positive_int, positive_int_list, results_suffix, run, task_list)
+from interp.experiments import (ABLATION_COLUMNS, AblationConfig, ablation_study, ablation_summary, check_ablation_inputs,
+                                study_head_scores)
 from interp.prompts import PromptConfig
-from interp.results import to_markdown, write_table
-from interp.scoring import score_heads
+from interp.results import RowJournal, to_markdown, write_table
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def main(argv: list[str] | None = None) -> int:
+    parser = Parser(__doc__)
     add_model_args(parser)
     add_output_args(parser)
-    parser.add_argument("--tasks", default="UF,UB,UR,UL", help="comma-separated tasks (default: UF,UB,UR,UL)")
-    parser.add_argument("--lengths", type=int_list, default=[10], help="task lengths (default: 10)")
-    parser.add_argument("--k", type=int, default=10, help="heads per ablated set (default: 10, as the paper)")
-    parser.add_argument("--n", type=int, default=30, help="examples per task and length (default: 30)")
-    parser.add_argument("--kinds", default="zero,mean", help="ablation kinds: zero, mean (default: both)")
+    add_prompt_args(parser)
+    parser.add_argument("--tasks", type=task_list, default=["UF", "UB", "UR", "UL"], help="comma-separated tasks (default: UF,UB,UR,UL)")
+    parser.add_argument("--lengths", type=positive_int_list, default=[10], help="task lengths (default: 10)")
+    parser.add_argument("--k", type=positive_int, default=10, help="heads per ablated set (default: 10, as the paper)")
+    parser.add_argument("--n", type=positive_int, default=30, help="examples per task and length (default: 30)")
+    parser.add_argument("--kinds", type=name_list(ABLATION_KINDS, "ablation kinds", allow_all=False), default=list(ABLATION_KINDS),
+                        help="ablation kinds: zero, mean (default: both)")
     parser.add_argument("--random-seeds", type=int_list, default=[0, 1, 2], help="seeds of the random-head control")
-    parser.add_argument("--shots", type=int, default=5, help="in-context demonstrations (default: 5)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--score-sequences", type=int, default=100, help="repeated random sequences for head scores")
-    args = parser.parse_args()
+    parser.add_argument("--score-sequences", type=positive_int, default=100, help="repeated random sequences for head scores")
+    parser.add_argument("--batch-size", type=positive_int, default=8)
+    args = parser.parse_args(argv)
 
-    config = AblationConfig(tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()),
-                            lengths=tuple(args.lengths), k=args.k, n_examples=args.n,
-                            kinds=tuple(k.strip() for k in args.kinds.split(",") if k.strip()),
-                            random_seeds=tuple(args.random_seeds), seed=args.seed,
-                            prompt_config=PromptConfig(n_shots=args.shots))
+    config = AblationConfig(tasks=tuple(args.tasks), lengths=tuple(args.lengths), k=args.k, n_examples=args.n,
+                            kinds=tuple(args.kinds), random_seeds=tuple(args.random_seeds), seed=args.seed,
+                            batch_size=args.batch_size,
+                            prompt_config=PromptConfig(n_shots=args.shots, template=args.template))
     model = load_model_from_args(args)
-    out = Path(args.out)
-    suffix = f"_{args.adapter}" if args.adapter else ""
+    try:
+        check_ablation_inputs(model, config)
+    except ValueError as err:
+        fail(parser, "--k" if "k=" in str(err) else "--lengths", str(err))
+    suffix = results_suffix(args)
     progress = not args.quiet
 
-    scores = score_heads(model, n_sequences=args.score_sequences, seed=args.seed, progress=progress)
-    add_task_attention(model, scores, ablation_prompt_sets(model, config), config.prompt_config, progress=progress)
-    write_table(scores.rows(), out / f"head_scores{suffix}", metadata=scores.metadata | {"adapter": args.adapter})
+    scores = study_head_scores(model, args.out / f"head_scores{suffix}", config, args.score_sequences, progress,
+                               metadata={"adapter": args.adapter})
     for name in ("induction", "anti_induction"):
         top = scores.top_heads(name, args.k)
         print(f"top {args.k} {name} heads: " + ", ".join(f"{h} ({float(scores[name][h]):.3f})" for h in top))
 
-    stem = out / f"ablation{suffix}"
-    meta = {"config": repr(config), "adapter": args.adapter}
-    rows = ablation_study(model, scores, config, progress=progress, log=print,
-                          on_row=lambda partial: write_table(partial, stem, metadata=meta))
+    stem = args.out / f"ablation{suffix}"
+    run_config = {"config": config.as_dict(), "model": args.model, "adapter": args.adapter, "dtype": args.dtype,
+                  "score_sequences": args.score_sequences}
+    journal = RowJournal(stem, run_config)
+    if journal.done():
+        print(f"resuming: {len(journal.done())} finished cells in {journal.path}")
+    rows = ablation_study(model, scores, config, progress=progress, log=print, journal=journal)
     summary = ablation_summary(rows)
-    write_table(summary, out / f"ablation_summary{suffix}")
+    write_table(summary, args.out / f"ablation_summary{suffix}", metadata=run_config)
+    journal.finish(rows, ABLATION_COLUMNS, metadata=run_config)
     print("\naccuracy (change from baseline) [random-head spread]:\n")
     print(to_markdown(summary))
-    print(f"wrote {stem}.csv/.json/.md and {out / f'head_scores{suffix}'}.csv")
+    print(f"wrote {stem}.csv/.json/.md and {args.out / f'head_scores{suffix}'}.csv")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -15,7 +15,6 @@ checkpoints under results/runs/; a killed run started again with the same argume
 
 from __future__ import annotations
 
-import argparse
 import logging
 import shlex
 import sys
@@ -23,73 +22,64 @@ import sys
 import torch
 
 from interp.adapters import LoraSettings
-from interp.training import PRECISIONS, InsufficientMemoryError, TrainConfig, finetune
+from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, fail, fraction, non_negative_int,
+                        positive_int, positive_int_list, run, task_name)
+from interp.training import PRECISIONS, SCHEDULES, TrainConfig, finetune
+from interp.tasks import TASK_NAMES
 
 
-def lengths(text: str) -> tuple[int, ...]:
-    """``"5-20"``, ``"10,30"`` or ``"5-10,20"`` -> a tuple of lengths."""
-    out: list[int] = []
-    try:
-        for part in text.replace(" ", ",").split(","):
-            if "-" in part:
-                lo, hi = (int(x) for x in part.split("-", 1))
-                out.extend(range(lo, hi + 1))
-            elif part:
-                out.append(int(part))
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected lengths like '5-20' or '10,30', got {text!r}") from err
-    return tuple(out)
-
-
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> Parser:
     defaults = TrainConfig()
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="smollm2-135m", help="model name or local checkpoint (gpt2-xl, smollm2-135m, tiny-gpt2, a folder)")
-    p.add_argument("--task", default="UF", help="UF, UB, NF, NB, UL, UR, NLFirst, NRFirst, NLLast, NRLast")
-    p.add_argument("--device", default="auto", help="'auto' (CUDA when present), 'cpu', 'cuda', 'cuda:1'")
-    p.add_argument("--dtype", default=None, help="weights dtype (default float32; with --precision bf16 they stay fp32 masters)")
-    p.add_argument("--train-lengths", type=lengths, default=(), help="e.g. 5-30 (default: the task family's)")
-    p.add_argument("--id-lengths", type=lengths, default=(), help="in-distribution evaluation lengths")
-    p.add_argument("--ood-lengths", type=lengths, default=(), help="out-of-distribution evaluation lengths")
-    p.add_argument("--steps", type=int, default=defaults.steps)
-    p.add_argument("--batch-size", type=int, default=defaults.batch_size, help="examples per optimizer step")
-    p.add_argument("--grad-accum", type=int, default=defaults.grad_accum, help="micro-batches per step")
+    p = Parser(__doc__)
+    add_model_args(p)
+    add_output_args(p)
+    add_prompt_args(p, shots=defaults.n_shots)
+    p.add_argument("--task", default="UF", type=task_name, help=f"one of {', '.join(TASK_NAMES)}")
+    p.add_argument("--train-lengths", type=positive_int_list, default=(), help="e.g. 5-30 (default: the task family's)")
+    p.add_argument("--id-lengths", type=positive_int_list, default=(), help="in-distribution evaluation lengths")
+    p.add_argument("--ood-lengths", type=positive_int_list, default=(), help="out-of-distribution evaluation lengths")
+    p.add_argument("--steps", type=positive_int, default=defaults.steps)
+    p.add_argument("--batch-size", type=positive_int, default=defaults.batch_size, help="examples per optimizer step")
+    p.add_argument("--grad-accum", type=positive_int, default=defaults.grad_accum, help="micro-batches per step")
     p.add_argument("--lr", type=float, default=defaults.lr)
     p.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
-    p.add_argument("--warmup", type=float, default=defaults.warmup_frac, help="fraction of steps of linear warmup")
-    p.add_argument("--schedule", default=defaults.schedule, choices=("linear", "cosine", "constant"))
+    p.add_argument("--warmup", type=fraction, default=defaults.warmup_frac, help="fraction of steps of linear warmup")
+    p.add_argument("--schedule", default=defaults.schedule, choices=SCHEDULES)
     p.add_argument("--max-grad-norm", type=float, default=defaults.max_grad_norm)
     p.add_argument("--seed", type=int, default=defaults.seed)
-    p.add_argument("--shots", type=int, default=defaults.n_shots, help="demonstrations per prompt (5: the analyses' format)")
-    p.add_argument("--template", default=defaults.template, choices=("bare", "obey"))
-    p.add_argument("--max-position", type=int, default=None,
+    p.add_argument("--max-position", type=positive_int, default=None,
                    help="train with a random position-id offset in [0, N - len] (absolute-position models, the paper's trick)")
     p.add_argument("--precision", default=defaults.precision, choices=PRECISIONS, help="autocast dtype")
     p.add_argument("--gradient-checkpointing", action="store_true")
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter instead of every weight")
-    p.add_argument("--lora-rank", type=int, default=LoraSettings.rank)
+    p.add_argument("--lora-rank", type=positive_int, default=LoraSettings.rank)
     p.add_argument("--lora-alpha", type=float, default=LoraSettings.alpha)
     p.add_argument("--lora-targets", default=None, help="comma-separated module names (default: attention projections)")
     p.add_argument("--adapter-out", default=None, help="folder to save the adapter in (with --lora), e.g. adapters/ub")
     p.add_argument("--save-model", action="store_true", help="save the fine-tuned model under the run folder")
-    p.add_argument("--eval-every", type=int, default=defaults.eval_every)
-    p.add_argument("--eval-examples", type=int, default=defaults.eval_examples)
-    p.add_argument("--eval-batch-size", type=int, default=defaults.eval_batch_size)
-    p.add_argument("--checkpoint-every", type=int, default=defaults.checkpoint_every)
-    p.add_argument("--stop-at-accuracy", type=float, default=None, help="stop once every in-distribution length reaches it")
+    p.add_argument("--eval-every", type=positive_int, default=defaults.eval_every)
+    p.add_argument("--eval-examples", type=non_negative_int, default=defaults.eval_examples)
+    p.add_argument("--eval-batch-size", type=positive_int, default=defaults.eval_batch_size)
+    p.add_argument("--checkpoint-every", type=positive_int, default=defaults.checkpoint_every)
+    p.add_argument("--stop-at-accuracy", type=fraction, default=None, help="stop once every in-distribution length reaches it")
     p.add_argument("--memory-budget-gib", type=float, default=None, help="refuse plans above this (default: the device's memory)")
     p.add_argument("--run-dir", default=None, help="checkpoint folder (default results/runs/finetune_<model>_<task>)")
     p.add_argument("--no-resume", action="store_true", help="start over even if the run folder holds a checkpoint")
     p.add_argument("--tag", default=None, help="suffix for the results and run names")
-    p.add_argument("--out", default="results", help="results folder")
-    p.add_argument("--threads", type=int, default=None,
+    p.add_argument("--threads", type=positive_int, default=None,
                    help="torch CPU threads (1 is fastest on a CPU shared with other jobs)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    return p.parse_args(argv)
+    return p
 
 
-def main(argv=None) -> None:
-    args = parse_args(argv)
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.adapter:
+        fail(parser, "--adapter", "fine-tuning starts from the base model; train a new adapter with --lora --adapter-out")
+    if args.device_map:
+        fail(parser, "--device-map", "fine-tuning runs on one device (--device); split models only for analyses")
+    if args.adapter_out and not args.lora:
+        fail(parser, "--adapter-out", "needs --lora (full fine-tuning saves a model with --save-model)")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -97,8 +87,6 @@ def main(argv=None) -> None:
     if args.lora:
         targets = tuple(t for t in args.lora_targets.split(",") if t) if args.lora_targets else None
         lora = LoraSettings(rank=args.lora_rank, alpha=args.lora_alpha, target_modules=targets)
-    elif args.adapter_out:
-        raise SystemExit("--adapter-out needs --lora (full fine-tuning saves a model with --save-model)")
     config = TrainConfig(
         task=args.task, train_lengths=args.train_lengths, id_lengths=args.id_lengths, ood_lengths=args.ood_lengths,
         steps=args.steps, batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr,
@@ -109,13 +97,10 @@ def main(argv=None) -> None:
         checkpoint_every=args.checkpoint_every, stop_at_accuracy=args.stop_at_accuracy,
     )
     command = "python analyses/finetune.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    try:
-        out = finetune(args.model, config, run_dir=args.run_dir, results_dir=args.out, device=args.device, dtype=args.dtype,
-                       adapter_out=args.adapter_out, save_model=args.save_model,
-                       memory_budget_gib=args.memory_budget_gib, resume=not args.no_resume,
-                       progress=not args.quiet, tag=args.tag, command=command)
-    except InsufficientMemoryError as err:
-        raise SystemExit(f"error: {err}") from None
+    out = finetune(args.model, config, run_dir=args.run_dir, results_dir=args.out, device=args.device, dtype=args.dtype,
+                   adapter_out=args.adapter_out, save_model=args.save_model,
+                   memory_budget_gib=args.memory_budget_gib, resume=not args.no_resume,
+                   progress=not args.quiet, tag=args.tag, command=command)
     print(f"memory estimate: {out.memory.describe() if out.memory else 'n/a'}")
     for when in ("before", "after"):
         summary = ", ".join(f"{split} n={n}: {acc:.2f}" for split, accs in out.info[when].items() for n, acc in accs.items())
@@ -125,7 +110,8 @@ def main(argv=None) -> None:
         print(f"adapter saved to {out.adapter}")
     if out.model_dir:
         print(f"model saved to {out.model_dir}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -10,54 +10,43 @@ Writes ``results/git_history.{csv,json,md}``.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from interp.cli import add_model_args, add_output_args, int_list, load_model_from_args  # noqa: E402
-from interp.realistic.git_history import GIT_TASKS, GitConfig, describe, run_git, write_git_table  # noqa: E402
+from interp.cli import (Parser, add_model_args, add_output_args, load_model_from_args, name_list, non_negative_int,
+                        positive_int, positive_int_list, run)
+from interp.naming import model_name
+from interp.realistic.git_history import GIT_TASKS, GitConfig, describe, run_git, write_git_table
 
 
-def build_parser() -> argparse.ArgumentParser:
+def main(argv: list[str] | None = None) -> int:
     defaults = GitConfig()
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(__doc__)
     add_model_args(parser)
     add_output_args(parser)
-    parser.add_argument("--commits", type=int_list, default=list(defaults.n_commits),
+    parser.add_argument("--commits", type=positive_int_list, default=list(defaults.n_commits),
                         help="history lengths, comma-separated (default 5,10; the paper: 10,15,20,25,35)")
-    parser.add_argument("--examples", type=int, default=defaults.n_examples,
+    parser.add_argument("--examples", type=positive_int, default=defaults.n_examples,
                         help=f"histories per task and length (default {defaults.n_examples})")
-    parser.add_argument("--shots", type=int, default=defaults.n_shots,
+    parser.add_argument("--shots", type=non_negative_int, default=defaults.n_shots,
                         help=f"solved histories before the test one (default {defaults.n_shots}; the paper: 5)")
-    parser.add_argument("--tasks", default=",".join(GIT_TASKS), help="revert, cherry-pick or both (default both)")
+    parser.add_argument("--tasks", type=name_list(GIT_TASKS, "git tasks"), default=list(GIT_TASKS),
+                        help="revert, cherry-pick or both (default both)")
     parser.add_argument("--no-instruction", action="store_true", help="leave out the task instruction")
     parser.add_argument("--seed", type=int, default=defaults.seed, help=f"data seed (default {defaults.seed})")
-    parser.add_argument("--batch-size", type=int, default=4, help="prompts per forward pass (default 4)")
+    parser.add_argument("--batch-size", type=positive_int, default=4, help="prompts per forward pass (default 4)")
     parser.add_argument("--generate", action="store_true",
                         help="also generate freely and compare lines as the paper does; one pass per token")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        config = GitConfig(n_commits=tuple(args.commits), n_examples=args.examples, n_shots=args.shots,
-                           tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()),
-                           instruction=not args.no_instruction, seed=args.seed)
-    except ValueError as err:
-        parser.error(str(err))
+    config = GitConfig(n_commits=tuple(args.commits), n_examples=args.examples, n_shots=args.shots,
+                       tasks=tuple(args.tasks), instruction=not args.no_instruction, seed=args.seed)
     model = load_model_from_args(args)
     rows = run_git(model, config, batch_size=args.batch_size, generate=args.generate, progress=not args.quiet,
-                   model_name=args.model)
+                   model_name=model_name(model))
     paths = write_git_table(rows, args.out, metadata={"args": vars(args)})
     print(describe(rows))
     print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

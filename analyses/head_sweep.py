@@ -1,52 +1,73 @@
-"""Ablate every head alone and record the change in a task's accuracy and answer log-probability
-(layer x head table)."""
+"""Ablate every head alone (or the heads of --heads) and record the change in a task's accuracy
+and answer log-probability (layer x head table).
+
+Writes results/head_sweep.* (with `--adapter NAME`: head_sweep_NAME.*).
+"""
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
+import sys
 
-from interp.ablation import compute_head_means
-from interp.cli import add_model_args, add_output_args, load_model_from_args
+from interp.ablation import ABLATION_KINDS, compute_head_means
+from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, fail, load_model_from_args, positive_int,
+                        results_suffix, run, task_name)
 from interp.evaluate import resolve_prepend_bos, task_prompts
+from interp.heads import parse_heads
+from interp.naming import model_name
 from interp.prompts import PromptConfig, encode_prompts
 from interp.results import write_table
-from interp.scoring import model_name
 from interp.sweep import head_sweep
-from interp.tasks import get_task
+from interp.tasks import TASK_NAMES, get_task
+from interp.teacher_forcing import check_context
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def main(argv: list[str] | None = None) -> int:
+    parser = Parser(__doc__)
     add_model_args(parser)
     add_output_args(parser)
-    parser.add_argument("--task", default="UF")
-    parser.add_argument("--length", type=int, default=10)
-    parser.add_argument("--n", type=int, default=16, help="examples (default: 16)")
-    parser.add_argument("--kind", default="zero", choices=["zero", "mean"])
-    parser.add_argument("--shots", type=int, default=5)
+    add_prompt_args(parser)
+    parser.add_argument("--task", default="UF", type=task_name, help=f"one of {', '.join(TASK_NAMES)}")
+    parser.add_argument("--length", type=positive_int, default=10)
+    parser.add_argument("--n", type=positive_int, default=16, help="examples (default: 16)")
+    parser.add_argument("--kind", default="zero", choices=ABLATION_KINDS)
+    parser.add_argument("--heads", default=None, help="only these heads, LAYER.HEAD comma-separated (default: all)")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    parser.add_argument("--batch-size", type=positive_int, default=8)
+    args = parser.parse_args(argv)
+    try:
+        heads = parse_heads(args.heads, name="--heads") if args.heads else None
+    except ValueError as err:
+        parser.error(str(err))
 
     spec = get_task(args.task)
     model = load_model_from_args(args)
-    config = PromptConfig(n_shots=args.shots)
+    config = PromptConfig(n_shots=args.shots, template=args.template)
     bos = resolve_prepend_bos(model, config)
-    encoded = encode_prompts(model.tokenizer, task_prompts(model, spec, args.length, args.n, args.seed, config), bos)
+    if heads is not None:
+        try:
+            heads = parse_heads(heads, model.cfg.n_layers, model.cfg.n_heads, name="--heads")
+        except ValueError as err:
+            parser.error(str(err))
+    try:
+        encoded = encode_prompts(model.tokenizer, task_prompts(model, spec, args.length, args.n, args.seed, config), bos)
+        check_context(model, encoded)
+    except ValueError as err:
+        fail(parser, "--length", str(err))
     means = None
     if args.kind == "mean":
         reference = encode_prompts(model.tokenizer, task_prompts(model, spec, args.length, args.n, args.seed + 10_000, config), bos)
         means = compute_head_means(model, reference, progress=not args.quiet)
-    result = head_sweep(model, encoded, kind=args.kind, means=means, progress=not args.quiet)
+    result = head_sweep(model, encoded, heads, kind=args.kind, means=means, batch_size=args.batch_size,
+                        progress=not args.quiet)
     rows = result.rows(spec.name, args.length, model_name(model))
-    suffix = f"_{args.adapter}" if args.adapter else ""
-    write_table(rows, Path(args.out) / f"head_sweep{suffix}")
+    write_table(rows, args.out / f"head_sweep{results_suffix(args)}", metadata={"args": vars(args)})
     worst = sorted(rows, key=lambda r: r["delta_logprob"])[:10]
     print(f"clean accuracy {result.clean.accuracy:.3f}; heads whose ablation hurts {spec.name} most (log-prob):")
     for r in worst:
         print(f"  {r['layer']}.{r['head']}: accuracy {r['accuracy']:.3f} ({r['delta_accuracy']:+.3f}), "
               f"log-prob change {r['delta_logprob']:+.3f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -10,20 +10,19 @@ file is malformed (the message names the file and the problem), after drawing th
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from interp.cli import Parser, existing_dir, fail
+from interp.figures import HTML_FORMATS, STATIC_FORMATS, BrowserNotFoundError, make_figures
 
-from interp.figures import HTML_FORMATS, STATIC_FORMATS, BrowserNotFoundError, make_figures  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", default=str(ROOT / "results"), help="folder with the results CSVs (default results/)")
+    parser = Parser(__doc__)
+    parser.add_argument("--results", type=existing_dir, default=ROOT / "results",
+                        help="folder with the results CSVs (default results/)")
     parser.add_argument("--out", default=str(ROOT / "figures"), help="output folder (default figures/)")
     parser.add_argument("--formats", default="html,pdf,png",
                         help=f"comma-separated, from {', '.join(HTML_FORMATS + STATIC_FORMATS)} (default html,pdf,png)")
@@ -34,11 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     formats = [f.strip().lower() for f in args.formats.split(",") if f.strip()]
     unknown = [f for f in formats if f not in HTML_FORMATS + STATIC_FORMATS]
     if unknown or not formats:
-        parser.error(f"--formats: unknown {unknown}; choose from {', '.join(HTML_FORMATS + STATIC_FORMATS)}")
+        fail(parser, "--formats", f"unknown {unknown}; choose from {', '.join(HTML_FORMATS + STATIC_FORMATS)}")
     results = Path(args.results)
-    if not results.is_dir():
-        print(f"note: results folder {results} does not exist: nothing to draw (run the analyses first)")
-        return 0
     try:
         written, errors = make_figures(results, args.out, formats, model=args.model, inline_js=args.inline_js)
     except BrowserNotFoundError as err:

@@ -1,49 +1,62 @@
 """Per-head induction, anti-induction and previous-token scores (repeated random tokens), plus
-attention to the answer's source on task prompts; writes the layer x head table."""
+attention to the answer's source on task prompts; writes the layer x head table.
+
+Writes results/head_scores.* (with `--adapter NAME`: head_scores_NAME.*).
+"""
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
+import sys
 
-from interp.cli import add_model_args, add_output_args, int_list, load_model_from_args
-from interp.experiments import AblationConfig, ablation_prompt_sets, add_task_attention
+from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, fail, load_model_from_args, name_list,
+                        positive_int, positive_int_list, results_suffix, run)
+from interp.experiments import AblationConfig, ablation_prompt_sets, add_task_attention, check_ablation_inputs
 from interp.prompts import PromptConfig
 from interp.results import to_markdown, write_table
 from interp.scoring import score_heads
+from interp.tasks import TASK_NAMES
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def main(argv: list[str] | None = None) -> int:
+    parser = Parser(__doc__)
     add_model_args(parser)
     add_output_args(parser)
-    parser.add_argument("--n", type=int, default=100, help="repeated random sequences (default: 100, as the paper)")
-    parser.add_argument("--half-length", type=int, default=50, help="tokens per copy (default: 50)")
+    add_prompt_args(parser)
+    parser.add_argument("--n", type=positive_int, default=100, help="repeated random sequences (default: 100, as the paper)")
+    parser.add_argument("--half-length", type=positive_int, default=50, help="tokens per copy (default: 50)")
     parser.add_argument("--bos", action="store_true", help="prefix each probe with BOS (the paper does not)")
-    parser.add_argument("--tasks", default="UF,UB,UR,UL", help="tasks for attention-to-answer scores ('' for none)")
-    parser.add_argument("--lengths", type=int_list, default=[10])
-    parser.add_argument("--task-n", type=int, default=20, help="task prompts per task and length")
-    parser.add_argument("--top", type=int, default=10)
+    parser.add_argument("--tasks", type=name_list(("none", *TASK_NAMES), "tasks"), default=["UF", "UB", "UR", "UL"],
+                        help="tasks for attention-to-answer scores, or 'none' (default: UF,UB,UR,UL)")
+    parser.add_argument("--lengths", type=positive_int_list, default=[10])
+    parser.add_argument("--task-n", type=positive_int, default=20, help="task prompts per task and length")
+    parser.add_argument("--top", type=positive_int, default=10)
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.half_length < 3:
+        fail(parser, "--half-length", f"expected an integer >= 3, got {args.half_length}")
+    tasks = tuple(t for t in args.tasks if t != "none")
 
     model = load_model_from_args(args)
+    config = AblationConfig(tasks=tasks or ("UF",), lengths=tuple(args.lengths), n_examples=args.task_n, seed=args.seed,
+                            prompt_config=PromptConfig(n_shots=args.shots, template=args.template), random_seeds=())
+    if tasks:
+        try:
+            check_ablation_inputs(model, config)
+        except ValueError as err:
+            fail(parser, "--lengths", str(err))
     scores = score_heads(model, half_length=args.half_length, n_sequences=args.n, seed=args.seed,
                          prepend_bos=args.bos, progress=not args.quiet)
-    tasks = tuple(t for t in args.tasks.split(",") if t)
     if tasks:
-        config = AblationConfig(tasks=tasks, lengths=tuple(args.lengths), n_examples=args.task_n, seed=args.seed,
-                                prompt_config=PromptConfig())
         add_task_attention(model, scores, ablation_prompt_sets(model, config), config.prompt_config,
                            progress=not args.quiet)
-    suffix = f"_{args.adapter}" if args.adapter else ""
     rows = scores.rows()
-    write_table(rows, Path(args.out) / f"head_scores{suffix}", metadata=scores.metadata)
+    write_table(rows, args.out / f"head_scores{results_suffix(args)}", metadata=scores.metadata | {"adapter": args.adapter})
     for name in scores.scores:
         top = sorted(rows, key=lambda r: r[f"{name}_rank"])[: args.top]
         print(f"\ntop {args.top} heads by {name}:")
         print(to_markdown(top, ["layer", "head", *scores.scores]))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -9,31 +9,28 @@ in the test input (see ``interp.viz``).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from interp.cli import (Parser, add_model_args, add_prompt_args, fail, load_model_from_args, non_negative_int, positive_int,
+                        run, task_name)
+from interp.heads import parse_heads
+from interp.prompts import PromptConfig
+from interp.tasks import TASK_NAMES
+from interp.viz import VIEW_KINDS, attention_view, save_attention_view
+
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from interp.cli import add_model_args, load_model_from_args  # noqa: E402
-from interp.heads import parse_heads  # noqa: E402
-from interp.prompts import TEMPLATES, PromptConfig  # noqa: E402
-from interp.tasks import TASK_NAMES, get_task  # noqa: E402
-from interp.viz import VIEW_KINDS, attention_view, save_attention_view  # noqa: E402
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> Parser:
+    parser = Parser(__doc__)
     add_model_args(parser)
-    parser.add_argument("--task", required=True, help=f"one of {', '.join(TASK_NAMES)}")
+    add_prompt_args(parser)
+    parser.add_argument("--task", required=True, type=task_name, help=f"one of {', '.join(TASK_NAMES)}")
     parser.add_argument("--heads", required=True, help="heads as LAYER.HEAD, comma-separated, e.g. 18.6,17.3")
-    parser.add_argument("--length", type=int, default=10, help="task length (default 10)")
-    parser.add_argument("--example", type=int, default=0, help="index of the seeded example (default 0)")
+    parser.add_argument("--length", type=positive_int, default=10, help="task length (default 10)")
+    parser.add_argument("--example", type=non_negative_int, default=0, help="index of the seeded example (default 0)")
     parser.add_argument("--seed", type=int, default=0, help="example seed (default 0)")
-    parser.add_argument("--n-shots", type=int, default=PromptConfig().n_shots, help="demonstrations (default 5)")
-    parser.add_argument("--template", default="bare", choices=TEMPLATES, help="prompt template (default bare)")
     parser.add_argument("--view", default="heads", choices=VIEW_KINDS,
                         help="circuitsvis attention_heads, attention_patterns, or both (default heads)")
     parser.add_argument("--no-answer", action="store_true", help="do not append the teacher-forced answer")
@@ -41,35 +38,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> Path:
+def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        task = get_task(args.task).name
-    except ValueError as err:
-        parser.error(f"--task: {err}")
     try:
         heads = parse_heads(args.heads, name="--heads")  # syntax now; ranges once the model is loaded
     except ValueError as err:
         parser.error(str(err))
     if not heads:
-        parser.error("--heads: no heads given (expected e.g. 18.6,17.3)")
+        fail(parser, "--heads", "no heads given (expected e.g. 18.6,17.3)")
     model = load_model_from_args(args)
     try:
         heads = parse_heads(heads, model.cfg.n_layers, model.cfg.n_heads, name="--heads")
-        view = attention_view(model, task, heads, length=args.length, example=args.example, seed=args.seed,
-                              prompt_config=PromptConfig(n_shots=args.n_shots, template=args.template),
+        view = attention_view(model, args.task, heads, length=args.length, example=args.example, seed=args.seed,
+                              prompt_config=PromptConfig(n_shots=args.shots, template=args.template),
                               append_answer=not args.no_answer, model_name=args.model)
     except ValueError as err:
         parser.error(str(err))
-    out = Path(args.out) if args.out else ROOT / "figures" / f"attention_{task}.html"
+    out = Path(args.out) if args.out else ROOT / "figures" / f"attention_{args.task}.html"
     save_attention_view(view, out, kind=args.view)
     for row in view.source_attention():
         print(f"head {row['head']}: attention [Q]->[A] {row['q_to_source']:.3f}, "
               f"mean to answer source over {row['n_steps']} steps {row['mean_to_source']:.3f}")
     print(f"wrote {out}")
-    return out
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -12,35 +12,35 @@ results/runs/from_scratch_<preset>/; a killed run started again resumes each tas
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
+import sys
 import time
-from dataclasses import replace
-from pathlib import Path
+from dataclasses import asdict, replace
 
+from interp.cli import Parser, add_output_args, fraction, name_list, positive_int, run, task_list
 from interp.results import to_markdown, write_table
-from interp.scratch import POSITIONALS, PRESETS, config_dict, train_table, verdict
-from interp.tasks import TASK_NAMES, parse_tasks
+from interp.scratch import POSITIONALS, PRESETS, train_table, verdict
+from interp.tasks import TASK_NAMES
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> Parser:
+    p = Parser(__doc__)
+    add_output_args(p)
     p.add_argument("--preset", default="default", choices=sorted(PRESETS))
-    p.add_argument("--tasks", default="all", help=f"comma-separated, or 'all' ({', '.join(TASK_NAMES)})")
-    p.add_argument("--positional", default="absolute", help="absolute, rope, or both comma-separated")
-    p.add_argument("--steps", type=int, default=None, help="override the preset's maximum steps per task")
-    p.add_argument("--d-model", type=int, default=None)
-    p.add_argument("--layers", type=int, default=None)
+    p.add_argument("--tasks", type=task_list, default="all", help=f"comma-separated, or 'all' ({', '.join(TASK_NAMES)})")
+    p.add_argument("--positional", type=name_list((*POSITIONALS, "both"), "positional encodings", allow_all=False),
+                   default=["absolute"], help="absolute, rope, or both")
+    p.add_argument("--steps", type=positive_int, default=None, help="override the preset's maximum steps per task")
+    p.add_argument("--d-model", type=positive_int, default=None)
+    p.add_argument("--layers", type=positive_int, default=None)
     p.add_argument("--lr", type=float, default=None)
     p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads per worker (default: the preset's)")
-    p.add_argument("--workers", type=int, default=2, help="tasks trained at once, one process each (default 2: two cores)")
-    p.add_argument("--threshold", type=float, default=0.9, help="OOD accuracy that counts as generalizing")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads per worker (default: the preset's)")
+    p.add_argument("--workers", type=positive_int, default=2, help="tasks trained at once, one process each (default 2: two cores)")
+    p.add_argument("--threshold", type=fraction, default=0.9, help="OOD accuracy that counts as generalizing")
     p.add_argument("--no-resume", action="store_true", help="retrain tasks that have checkpoints")
-    p.add_argument("--out", default="results")
-    p.add_argument("--quiet", action="store_true")
-    return p.parse_args(argv)
+    return p
 
 
 def _cpu_seconds() -> float:
@@ -49,22 +49,21 @@ def _cpu_seconds() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def main(argv=None) -> None:
-    args = parse_args(argv)
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     overrides = {k: v for k, v in (("steps", args.steps), ("d_model", args.d_model), ("n_layers", args.layers),
                                    ("lr", args.lr), ("seed", args.seed), ("threads", args.threads)) if v is not None}
     config = replace(PRESETS[args.preset], **overrides)
-    positionals = [p for p in args.positional.replace(" ", ",").split(",") if p]
-    positionals = list(POSITIONALS) if positionals == ["both"] else positionals
-    tasks = [spec.name for spec in parse_tasks(args.tasks)]
+    positionals = list(POSITIONALS) if "both" in args.positional else args.positional
+    tasks = args.tasks
     suffix = "" if args.preset == "default" else f"_{args.preset}"
-    out = Path(args.out)
+    out = args.out
 
     started, cpu = time.time(), _cpu_seconds()
     rows = train_table(config, tasks, positionals, out / "runs" / f"from_scratch_{args.preset}",
                        progress=not args.quiet, resume=not args.no_resume, workers=args.workers)
-    metadata = {"preset": args.preset, "config": config_dict(config), "workers": args.workers,
+    metadata = {"preset": args.preset, "config": asdict(config), "workers": args.workers,
                 "wall_seconds": round(time.time() - started, 1), "cpu_seconds": round(_cpu_seconds() - cpu, 1),
                 "scoring": "teacher-forced exact match, zero-shot '<bos> x : y <eos>' / ' x | q: a' lines"}
     write_table(rows, out / f"from_scratch{suffix}",
@@ -77,7 +76,8 @@ def main(argv=None) -> None:
     print(f"{sum(s['agrees'] for s in learned)}/{len(learned)} cells learned in distribution agree with the theory "
           f"(every OOD bin >= {args.threshold} iff expressible); {len(summary) - len(learned)} not learned "
           f"(inconclusive); wall {metadata['wall_seconds']} s, cpu {metadata['cpu_seconds']} s")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -13,23 +13,24 @@ import random
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Literal, Sequence
+from typing import Iterator, Literal, Sequence, get_args
 
+import einops
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Float
 from torch import Tensor
-from tqdm.auto import tqdm
 
-from .evaluate import Hook, batched, pad_batch
+from .batching import Hook, pad_token_id, padded_batches
+from .bridge import act_name, run_until
 from .heads import Head, validate_heads
 from .prompts import EncodedPrompt
 
 AblationKind = Literal["zero", "mean"]
-ABLATION_KINDS: tuple[str, ...] = ("zero", "mean")
+ABLATION_KINDS: tuple[str, ...] = get_args(AblationKind)
 
 
 def z_hook_name(layer: int) -> str:
-    return f"blocks.{layer}.attn.hook_z"
+    return act_name("z", layer)
 
 
 @dataclass
@@ -71,23 +72,18 @@ def compute_head_means(model, reference: Sequence[EncodedPrompt], layers: Sequen
     if not reference:
         raise ValueError("reference prompts for mean ablation must not be empty")
     layers = list(range(model.cfg.n_layers)) if layers is None else sorted(set(layers))
-    pad_id = model.tokenizer.pad_token_id or 0
     width = max(len(p.ids) for p in reference)
     sums = {l: torch.zeros(width, model.cfg.n_heads, model.cfg.d_head) for l in layers}
     counts = torch.zeros(width)
-    names = {z_hook_name(l) for l in layers}
-    for chunk in tqdm(list(batched(list(reference), batch_size)), desc="head means", disable=not progress, leave=False):
-        tokens, _, _ = pad_batch(chunk, pad_id)
-        real: Int[Tensor, "batch pos"] = torch.zeros_like(tokens, dtype=torch.float)
-        for row, p in enumerate(chunk):
-            real[row, : len(p.ids)] = 1
-        with torch.no_grad():
-            _, cache = model.run_with_cache(tokens.to(model.cfg.device), names_filter=lambda n: n in names)
-        for l in layers:
-            z = cache[z_hook_name(l)].float().cpu()  # [batch, pos, head, d_head]
-            sums[l][: z.shape[1]] += torch.einsum("bphd,bp->phd", z, real)
-        counts[: tokens.shape[1]] += real.sum(0)
-        del cache
+    for batch in padded_batches(reference, batch_size, pad_token_id(model.tokenizer), sort_by_length=False,
+                                progress=progress and "head means"):
+        real: Float[Tensor, "batch pos"] = batch.real.float()
+
+        def add(z: Float[Tensor, "batch pos head_index d_head"], hook, real=real) -> None:
+            sums[hook.layer()][: z.shape[1]] += einops.einsum(z.float().cpu(), real, "batch pos head d_head, batch pos -> pos head d_head")
+
+        run_until(model, batch.tokens, z_hook_name(layers[-1]), [(z_hook_name(l), add) for l in layers])
+        counts[: batch.tokens.shape[1]] += real.sum(0)
     overall = {l: sums[l].sum(0) / counts.sum() for l in layers}
     per_pos = {l: sums[l] / counts.clamp(min=1)[:, None, None] for l in layers}
     return HeadMeans(per_pos, overall, per_position)

@@ -142,16 +142,38 @@ def adapter_info(adapter: str | os.PathLike, root: Path = ADAPTERS_DIR) -> dict:
     return json.loads(info.read_text()) if info.exists() else {}
 
 
-def merge_adapter(model: PreTrainedModel, adapter: str | os.PathLike, root: Path = ADAPTERS_DIR) -> PreTrainedModel:
-    """``model`` with the adapter's low-rank updates added into its weights (a plain HF model again)."""
+def recorded_base_model(path: Path) -> str | None:
+    """The base model an adapter says it was trained on (``adapter_info.json``, else peft's config)."""
+    base = adapter_info(path).get("base_model")
+    if base:
+        return str(base)
+    config = Path(path) / "adapter_config.json"
+    try:
+        return json.loads(config.read_text()).get("base_model_name_or_path") or None
+    except (OSError, ValueError):
+        return None
+
+
+def merge_adapter(model: PreTrainedModel, adapter: str | os.PathLike, root: Path = ADAPTERS_DIR,
+                  base_model: str | None = None) -> PreTrainedModel:
+    """``model`` with the adapter's low-rank updates added into its weights (a plain HF model again).
+
+    With ``base_model`` (the name ``model`` was loaded by), an adapter recorded for another base
+    model is refused before anything is merged: when the shapes happen to fit, peft would merge it
+    with no more than a warning."""
     from peft import PeftModel
 
+    from .naming import model_label
+
     path = resolve_adapter(adapter, root)
+    recorded = recorded_base_model(path)
+    if base_model is not None and recorded is not None and model_label(recorded) != model_label(base_model):
+        raise ValueError(f"--adapter: {path} was trained on {recorded!r}, not on {base_model!r}; "
+                         f"load it with --model {recorded}")
     try:
         wrapped = PeftModel.from_pretrained(model, str(path))
     except (RuntimeError, ValueError, KeyError) as err:
-        expected = adapter_info(path).get("base_model", "unknown")
-        raise ValueError(f"adapter {path} does not fit this model (it was trained on {expected!r}): {err}") from err
+        raise ValueError(f"adapter {path} does not fit this model (it was trained on {recorded or 'unknown'!r}): {err}") from err
     merged = wrapped.merge_and_unload()
     return merged.eval()
 

@@ -1,32 +1,176 @@
-"""Argument helpers shared by the scripts in ``analyses/`` (parsing only; no experiment logic)."""
+"""The command-line vocabulary every script in ``analyses/`` shares (parsing only; no experiment logic).
+
+One style for mistakes: a bad argument is refused by the parser, before any model is loaded,
+with ``error: argument --n: expected an integer >= 1, got '0'`` and exit code 2. Problems only
+visible once the model is loaded (a length past its context, ``--k`` larger than its number of
+heads) are reported the same way through :func:`fail`, still before any scoring.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable, Sequence
 
-from .models import EMBEDDED_MODEL
+from .naming import EMBEDDED_MODEL
+
+
+class Parser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` with the scripts' docstring layout."""
+
+    def __init__(self, description: str | None = None, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(description=description, **kwargs)
+
+
+def fail(parser: argparse.ArgumentParser, argument: str, message: str) -> None:
+    """Refuse an argument after parsing, in the parser's own style (exit code 2)."""
+    parser.error(f"argument {argument}: {message}")
+
+
+# --------------------------------------------------------------------------- argument types
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An integer argument with a lower bound (``--n``, ``--k``, ``--batch-size``)."""
+
+    def parse(text: str) -> int:
+        value = _int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+positive_int = at_least(1)
+non_negative_int = at_least(0)
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}")
+    return value
 
 
 def int_list(text: str) -> list[int]:
+    """``"10,20"``, ``"5-20"`` or ``"5-10,20"`` -> integers (ranges inclusive), at least one."""
+    values: list[int] = []
+    for part in (p for p in text.replace(" ", ",").split(",") if p):
+        if "-" in part.lstrip("-"):
+            lo_text, hi_text = part.split("-", 1)
+            lo, hi = _int(lo_text), _int(hi_text)
+            if lo > hi:
+                raise argparse.ArgumentTypeError(f"range {part!r} is empty (write the smaller number first, e.g. '5-20')")
+            values.extend(range(lo, hi + 1))
+        else:
+            values.append(_int(part))
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected integers like '10,20' or ranges like '5-20', got {text!r}")
+    return values
+
+
+def positive_int_list(text: str) -> list[int]:
+    values = int_list(text)
+    if min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def name_list(choices: Sequence[str], what: str, allow_all: bool = True) -> Callable[[str], list[str]]:
+    """Comma-separated names from ``choices`` (case-insensitive), ``"all"`` for every one; never empty."""
+
+    def parse(text: str) -> list[str]:
+        names = [n for n in text.replace(" ", ",").split(",") if n]
+        if allow_all and [n.lower() for n in names] == ["all"]:
+            return list(choices)
+        lookup = {c.lower(): c for c in choices}
+        unknown = [n for n in names if n.lower() not in lookup]
+        if unknown or not names:
+            wanted = ", ".join(choices) + (" or 'all'" if allow_all else "")
+            got = f"unknown {unknown}" if unknown else f"no {what}"
+            raise argparse.ArgumentTypeError(f"{got}; expected comma-separated {what} from {wanted}")
+        return list(dict.fromkeys(lookup[n.lower()] for n in names))
+
+    parse.__name__ = what
+    return parse
+
+
+def task_list(text: str) -> list[str]:
+    from .tasks import TASK_NAMES
+
+    return name_list(TASK_NAMES, "tasks")(text)
+
+
+def task_name(text: str) -> str:
+    """One task name (case-insensitive) -> its canonical spelling."""
+    from .tasks import get_task
+
     try:
-        return [int(x) for x in text.replace(" ", ",").split(",") if x]
+        return get_task(text).name
     except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from err
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def writable_dir(text: str) -> Path:
+    """A folder the script can write into (created if needed), checked before any work."""
+    path = Path(text).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-"):
+            pass
+    except OSError as err:
+        raise argparse.ArgumentTypeError(f"cannot write into {str(path)!r} ({err.strerror or err})") from None
+    return path
+
+
+def existing_dir(text: str) -> Path:
+    path = Path(text).expanduser()
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{str(path)!r} is not a folder")
+    return path
+
+
+# --------------------------------------------------------------------------- shared arguments
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=EMBEDDED_MODEL,
                         help="model name or local checkpoint folder (default: the embedded SmolLM2-135M)")
     parser.add_argument("--device", default="auto", help="'auto' (CUDA when present), 'cpu', 'cuda', 'cuda:1'")
-    parser.add_argument("--dtype", default=None, help="float32 (default), bfloat16, float16")
+    parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
+                        help="weights dtype (default float32)")
     parser.add_argument("--device-map", default=None, help="accelerate device_map, e.g. 'auto', to split a large model")
     parser.add_argument("--adapter", default=None,
                         help="LoRA adapter: a name under adapters/ (e.g. 'ub') or a folder")
 
 
 def add_output_args(parser: argparse.ArgumentParser, default_dir: str = "results") -> None:
-    parser.add_argument("--out", default=default_dir, help=f"output folder (default: {default_dir})")
+    parser.add_argument("--out", type=writable_dir, default=default_dir, help=f"output folder (default: {default_dir})")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def add_prompt_args(parser: argparse.ArgumentParser, shots: int = 5) -> None:
+    from .prompts import TEMPLATES
+
+    parser.add_argument("--shots", type=non_negative_int, default=shots,
+                        help=f"in-context demonstrations per prompt (default: {shots})")
+    parser.add_argument("--template", default="bare", choices=TEMPLATES, help="prompt wording (default: bare)")
 
 
 def load_model_from_args(args: argparse.Namespace):
@@ -37,3 +181,29 @@ def load_model_from_args(args: argparse.Namespace):
     if getattr(args, "adapter", None):
         kwargs["adapter"] = args.adapter
     return load_model(args.model, **kwargs)
+
+
+def results_suffix(args: argparse.Namespace) -> str:
+    """``_<adapter>`` for runs of a model with an adapter, so they never overwrite the base model's."""
+    from .naming import model_label
+
+    return f"_{model_label(args.adapter)}" if getattr(args, "adapter", None) else ""
+
+
+# --------------------------------------------------------------------------- running a script
+
+
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, PermissionError)
+
+
+def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> int:
+    """Run a script's ``main``; a mistake the library reports (a ``ValueError`` naming the
+    argument) becomes one ``error:`` line and exit code 2 instead of a traceback.
+    ``INTERP_DEBUG=1`` shows the traceback."""
+    try:
+        return int(main(argv) or 0)
+    except USER_ERRORS as err:
+        if os.environ.get("INTERP_DEBUG"):
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2

@@ -1,18 +1,30 @@
 """The paper's experiments as functions over a model: in-context accuracy per task and length
-(directional bias), and accuracy under head ablation. Scripts in ``analyses/`` call these."""
+(directional bias), and accuracy under head ablation. Scripts in ``analyses/`` call these.
+
+Both take an optional :class:`interp.results.RowJournal`: every finished cell is recorded as it
+finishes, and a re-run with the same configuration skips the cells already done.
+"""
 
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
+from tqdm.auto import tqdm
+
 from .ablation import ABLATION_KINDS, HeadMeans, ablation_hooks, compute_head_means, random_heads
-from .evaluate import evaluate_prompts, resolve_prepend_bos, summarize, task_prompts
+from .batching import in_input_order, pad_token_id, padded_batches
+from .evaluate import evaluate_prompts, resolve_prepend_bos, task_prompts, task_row
 from .heads import Head, format_heads
+from .naming import model_name
 from .prompts import PromptConfig, encode_prompts
-from .scoring import HeadScores, model_name, task_attention_scores
+from .replay import CleanBatch, replay, run_clean
+from .results import RowJournal, json_ready, read_csv, read_table_metadata, write_table
+from .scoring import HeadScores, score_heads, task_attention_scores
 from .tasks import DIRECTIONAL_PAIRS, TaskSpec, check_vocabulary, get_task
+from .teacher_forcing import Accuracy, AnswerScores, check_context
 from .vocab import single_token_vocabulary
 
 Log = Callable[[str], None]
@@ -28,29 +40,56 @@ def _quiet(_: str) -> None:
 def directional_bias(model, tasks: Sequence[TaskSpec], lengths: Sequence[int], n_examples: int = 50, seed: int = 0,
                      prompt_config: PromptConfig = PromptConfig(), vocabulary: Sequence[str] | None = None,
                      batch_size: int = 8, progress: bool = True, log: Log = _quiet,
-                     on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
+                     journal: RowJournal | None = None) -> list[dict]:
     """Accuracy of ``model`` on every task x length. A combination the vocabulary cannot express
-    (unique copying longer than the number of single-token items) gets a row with accuracy None
-    and the reason, rather than an error, so a sweep over lengths still completes."""
+    (unique copying longer than the number of items) gets a row with accuracy None and the
+    reason, rather than an error, so a sweep over lengths still completes."""
     vocabulary = vocabulary or single_token_vocabulary(model.tokenizer)
+    done = {(r["task"], r["length"]): r for r in (journal.done() if journal else [])}
     rows: list[dict] = []
     for spec in tasks:
         for length in lengths:
+            if (spec.name, length) in done:
+                rows.append(done[(spec.name, length)])
+                continue
             row = {"model": model_name(model), "task": spec.name, "length": length}
             try:
                 check_vocabulary(spec, length, vocabulary)
             except ValueError as err:
                 log(f"skipping {spec.name} at length {length}: {err}")
-                rows.append(row | {"n_examples": 0, "accuracy": None, "note": str(err)})
-                continue
-            result = summarize(
-                evaluate_prompts(model, task_prompts(model, spec, length, n_examples, seed, prompt_config, vocabulary),
-                                 prompt_config, batch_size, progress=progress and f"{spec.name} n={length}"),
-                spec.name, length, prompt_config, seed)
-            rows.append(row | result.as_row() | {"note": ""})
-            if on_row:
-                on_row(rows)
+                row |= {"n_examples": 0, "accuracy": None, "note": str(err)}
+            else:
+                prompts = task_prompts(model, spec, length, n_examples, seed, prompt_config, vocabulary)
+                scores = evaluate_prompts(model, prompts, prompt_config, batch_size,
+                                          progress=progress and f"{spec.name} n={length}")
+                row |= task_row(spec.name, length, Accuracy.of(scores), prompt_config, seed) | {"note": ""}
+            rows.append(row)
+            if journal is not None:
+                journal.add(row)
     return rows
+
+
+DIRECTIONAL_COLUMNS = ["model", "task", "length", "n_examples", "accuracy", "stderr", "mean_logprob", "token_accuracy",
+                       "n_shots", "template", "seed", "note"]
+
+
+def check_directional_inputs(model, tasks: Sequence[TaskSpec], lengths: Sequence[int], n_examples: int, seed: int = 0,
+                             prompt_config: PromptConfig = PromptConfig(), vocabulary: Sequence[str] | None = None) -> None:
+    """Every prompt of the evaluation against the model's context, before any forward pass
+    (cells the vocabulary cannot express are skipped by the evaluation itself)."""
+    vocabulary = vocabulary or single_token_vocabulary(model.tokenizer)
+    bos = resolve_prepend_bos(model, prompt_config)
+    for spec in tasks:
+        for length in lengths:
+            try:
+                check_vocabulary(spec, length, vocabulary)
+            except ValueError:
+                continue
+            prompts = task_prompts(model, spec, length, n_examples, seed, prompt_config, vocabulary)
+            try:
+                check_context(model, encode_prompts(model.tokenizer, prompts, bos))
+            except ValueError as err:
+                raise ValueError(f"{spec.name} at length {length}: {err}") from None
 
 
 def pair_table(rows: Sequence[dict], pairs: Sequence[tuple[str, str]] = DIRECTIONAL_PAIRS) -> list[dict]:
@@ -89,10 +128,30 @@ class AblationConfig:
         for kind in self.kinds:
             if kind not in ABLATION_KINDS:
                 raise ValueError(f"ablation kind {kind!r} is not one of {ABLATION_KINDS}")
-        if self.k < 1:
-            raise ValueError(f"k={self.k} must be >= 1")
+        if not self.kinds:
+            raise ValueError(f"kinds: name at least one ablation kind ({', '.join(ABLATION_KINDS)})")
+        if not self.tasks:
+            raise ValueError("tasks: name at least one task")
+        if not self.lengths or min(self.lengths) < 1:
+            raise ValueError(f"lengths={self.lengths}: give at least one positive length")
+        for name in ("k", "n_examples", "n_reference", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
         for task in self.tasks:
             get_task(task)
+
+    def check_model(self, n_layers: int, n_heads: int) -> None:
+        """Refuse, before any work, a ``k`` the model cannot supply: k heads per ablated set, and
+        k random heads outside both top-k sets."""
+        total = n_layers * n_heads
+        if self.k > total:
+            raise ValueError(f"k={self.k} heads per set, but the model has only {total} heads ({n_layers} x {n_heads})")
+        if self.random_seeds and total - 2 * self.k < self.k:
+            raise ValueError(f"k={self.k}: the random-head control needs {self.k} heads outside the top-k induction and "
+                             f"anti-induction sets, but the model has only {total} heads; lower k or pass no random seeds")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
 def ablation_conditions(scores: HeadScores, config: AblationConfig) -> list[tuple[str, int | None, list[Head]]]:
@@ -137,36 +196,99 @@ def ablation_prompt_sets(model, config: AblationConfig, vocabulary: Sequence[str
             for t in config.tasks for n in config.lengths}
 
 
+def check_ablation_inputs(model, config: AblationConfig) -> None:
+    """Everything about a study that can be wrong for this model, checked before any forward
+    pass: ``k`` against the number of heads, and every prompt against the context length."""
+    config.check_model(model.cfg.n_layers, model.cfg.n_heads)
+    bos = resolve_prepend_bos(model, config.prompt_config)
+    for prompts in ablation_prompt_sets(model, config).values():
+        check_context(model, encode_prompts(model.tokenizer, prompts, bos))
+
+
+def study_head_scores(model, stem: Path, config: AblationConfig, n_sequences: int = 100, progress: bool = True,
+                      metadata: dict | None = None) -> HeadScores:
+    """The head scores a study ranks heads by, with its ``attn_<task>`` columns: read back from
+    ``stem`` when that table was written for the same model, probe and prompts (a re-run after an
+    interruption), else computed and written there."""
+    wanted = {"model": model_name(model), "probe": "repeated_random", "n_sequences": n_sequences, "seed": config.seed,
+              "task_attention": {"tasks": list(config.tasks), "lengths": list(config.lengths),
+                                 "n_examples": config.n_examples, "prompt_config": asdict(config.prompt_config)},
+              **(metadata or {})}
+    stored = read_table_metadata(stem)
+    if stored is not None and all(stored.get(k) == json_ready(v) for k, v in wanted.items()):
+        return HeadScores.from_rows(read_csv(Path(stem).with_suffix(".csv")))
+    scores = score_heads(model, n_sequences=n_sequences, seed=config.seed, progress=progress)
+    add_task_attention(model, scores, ablation_prompt_sets(model, config), config.prompt_config, config.batch_size, progress)
+    write_table(scores.rows(), stem, metadata=scores.metadata | wanted)
+    return scores
+
+
+def _lowest_layer(heads: Sequence[Head]) -> int:
+    return min(h.layer for h in heads)
+
+
 def ablation_study(model, scores: HeadScores, config: AblationConfig = AblationConfig(), progress: bool = True,
-                   log: Log = _quiet, on_row: Callable[[list[dict]], None] | None = None) -> list[dict]:
-    """Accuracy on each task and length: clean, then under each condition and ablation kind."""
+                   log: Log = _quiet, journal: RowJournal | None = None) -> list[dict]:
+    """Accuracy on each task and length: clean, then under each condition and ablation kind.
+
+    Each prompt set's clean run keeps the residual stream entering the lowest ablated layer of
+    every condition (:mod:`interp.replay`); a condition then recomputes only the layers from
+    there on, and unembeds only the answer positions."""
+    config.check_model(model.cfg.n_layers, model.cfg.n_heads)
     vocabulary = single_token_vocabulary(model.tokenizer)
-    means = reference_means(model, config, vocabulary, progress) if "mean" in config.kinds else None
     name = model_name(model)
-    prompt_sets = ablation_prompt_sets(model, config, vocabulary)
-    rows: list[dict] = []
-    baseline: dict[tuple[str, int], float] = {}
-
-    def record(condition: str, kind: str, seed: int | None, heads: Sequence[Head], hooks) -> None:
-        for (task, length), prompts in prompt_sets.items():
-            label = f"{condition}/{kind} {task} n={length}"
-            result = summarize(evaluate_prompts(model, prompts, config.prompt_config, config.batch_size, hooks,
-                                                progress and label), task, length, config.prompt_config, config.seed)
+    bos = resolve_prepend_bos(model, config.prompt_config)
+    encoded_sets = {key: encode_prompts(model.tokenizer, prompts, bos)
+                    for key, prompts in ablation_prompt_sets(model, config, vocabulary).items()}
+    for encoded in encoded_sets.values():
+        check_context(model, encoded)
+    conditions = ablation_conditions(scores, config)
+    cells = [("baseline", "none", None, [])] + [(c, kind, seed, heads) for c, seed, heads in conditions
+                                                for kind in config.kinds]
+    done = {(r["condition"], r["ablation"], r["seed"], r["task"], r["length"]): r for r in (journal.done() if journal else [])}
+    means = reference_means(model, config, vocabulary, progress) if "mean" in config.kinds else None
+    layers = {_lowest_layer(heads) for _, _, _, heads in cells if heads}
+    by_cell: dict[tuple[int, int], dict] = {}
+    bar = tqdm(total=len(cells) * len(encoded_sets), desc="ablation study", disable=not progress)
+    for set_index, ((task, length), encoded) in enumerate(encoded_sets.items()):
+        clean: list[CleanBatch] | None = None  # computed only if some cell of this set is not done
+        baseline = None
+        for cell_index, (condition, kind, seed, heads) in enumerate(cells):
+            key = (condition, kind, seed, task, length)
+            if key in done:
+                row = done[key]
+            else:
+                if clean is None:
+                    batches = padded_batches(encoded, config.batch_size, pad_token_id(model.tokenizer))
+                    clean = [run_clean(model, batch, layers) for batch in batches]
+                if heads:
+                    log(f"ablating {condition}{'' if seed is None else f' (seed {seed})'} heads {format_heads(heads)} "
+                        f"({kind}) on {task} n={length}")
+                hooks = ablation_hooks(model, heads, kind, means) if heads else []
+                result = Accuracy.of(_scores(model, clean, len(encoded), heads, hooks))
+                row = {"model": name, "condition": condition, "ablation": kind, "seed": seed, "task": task,
+                       "length": length, "n_examples": result.n_examples, "accuracy": result.accuracy,
+                       "mean_logprob": result.mean_logprob, "heads": format_heads(heads)}
+                if journal is not None:
+                    journal.add(row)
             if condition == "baseline":
-                baseline[(task, length)] = result.accuracy
-            rows.append({"model": name, "condition": condition, "ablation": kind, "seed": seed, "task": task,
-                         "length": length, "n_examples": result.n_examples, "accuracy": result.accuracy,
-                         "delta_accuracy": result.accuracy - baseline[(task, length)],
-                         "mean_logprob": result.mean_logprob, "heads": format_heads(heads)})
-            if on_row:
-                on_row(rows)
+                baseline = row["accuracy"]
+            by_cell[(cell_index, set_index)] = row | {"delta_accuracy": row["accuracy"] - baseline}
+            bar.update()
+    bar.close()
+    return [by_cell[key] for key in sorted(by_cell)]  # condition by condition, as the summary reads
 
-    record("baseline", "none", None, [], ())
-    for condition, seed, heads in ablation_conditions(scores, config):
-        for kind in config.kinds:
-            log(f"ablating {condition}{'' if seed is None else f' (seed {seed})'} heads {format_heads(heads)} ({kind})")
-            record(condition, kind, seed, heads, ablation_hooks(model, heads, kind, means))
-    return rows
+
+def _scores(model, clean: list[CleanBatch], n: int, heads: Sequence[Head], hooks) -> AnswerScores:
+    """Scores of every batch: the clean ones, or replayed from the lowest ablated layer."""
+    if not heads:
+        return AnswerScores.from_rows(in_input_order(n, [(c.batch.indices, c.rows) for c in clean]))
+    layer = _lowest_layer(heads)
+    return AnswerScores.from_rows(in_input_order(n, [(c.batch.indices, replay(model, c, layer, hooks)[0]) for c in clean]))
+
+
+ABLATION_COLUMNS = ["model", "condition", "ablation", "seed", "task", "length", "n_examples", "accuracy",
+                    "delta_accuracy", "mean_logprob", "heads"]
 
 
 def ablation_summary(rows: Sequence[dict]) -> list[dict]:

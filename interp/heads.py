@@ -45,11 +45,17 @@ def _parse_one(item: HeadLike, name: str) -> Head:
         return Head(int(layer), int(head))
     try:
         layer, head = item
-        if isinstance(layer, bool) or isinstance(head, bool):
-            raise TypeError
-        return Head(int(layer), int(head))
     except (TypeError, ValueError) as err:
         raise ValueError(f"{name}: cannot read head {item!r}; expected 'LAYER.HEAD' or a (layer, head) pair") from err
+    return Head(_index(layer, item, name), _index(head, item, name))
+
+
+def _index(value, item: HeadLike, name: str) -> int:
+    """A layer or head index: a whole number (1.0 is fine, 1.7 and True are not)."""
+    whole = isinstance(value, int) or (hasattr(value, "is_integer") and value.is_integer())
+    if isinstance(value, bool) or not whole:
+        raise ValueError(f"{name}: cannot read head {item!r}: {value!r} is not a whole-number index")
+    return int(value)
 
 
 def validate_heads(heads: str | Iterable[HeadLike], n_layers: int | None = None, n_heads: int | None = None,
@@ -76,8 +82,6 @@ def validate_heads(heads: str | Iterable[HeadLike], n_layers: int | None = None,
     return out
 
 
-check_heads = validate_heads
-
 
 def parse_heads(spec: str | Iterable[HeadLike] | None, n_layers: int | None = None, n_heads: int | None = None,
                 name: str = "heads") -> list[Head]:
@@ -96,8 +100,3 @@ def parse_heads(spec: str | Iterable[HeadLike] | None, n_layers: int | None = No
 def format_heads(heads: Iterable[HeadLike]) -> str:
     """``[Head(18, 6), Head(17, 3)]`` -> ``"18.6;17.3"`` (the ``heads`` column of results tables)."""
     return ";".join(str(h) for h in validate_heads(heads))
-
-
-def model_shape(model) -> tuple[int, int]:
-    """``(n_layers, n_heads)`` of a TransformerLens model or bridge."""
-    return int(model.cfg.n_layers), int(model.cfg.n_heads)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal, Sequence, get_args
 
 from transformers import PreTrainedTokenizerBase
 
@@ -18,7 +18,7 @@ from .tasks import ALNUM, TaskExample, TaskSpec, generate_example, get_task
 from .vocab import item_token_ids
 
 Template = Literal["bare", "obey"]
-TEMPLATES: tuple[str, ...] = ("bare", "obey")
+TEMPLATES: tuple[str, ...] = get_args(Template)
 DEFAULT_DEMO_LENGTH = {("retrieval", True): 6, ("retrieval", False): 7, ("copying", True): 5, ("copying", False): 5}
 RULES = {
     "UL": "Each line lists tokens, then '|' and a query token that occurs once. Answer with the token right before the query.",
@@ -134,12 +134,16 @@ def end_token_ids(tokenizer: PreTrainedTokenizerBase, end_text: str) -> frozense
     return frozenset(ids)
 
 
+def bos_ids(tokenizer: PreTrainedTokenizerBase, prepend_bos: bool) -> list[int]:
+    """``[BOS]`` when asked for and the tokenizer has one, else ``[]``."""
+    return [tokenizer.bos_token_id] if prepend_bos and tokenizer.bos_token_id is not None else []
+
+
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, prepend_bos: bool = True,
                   item_ids: dict[str, int] | None = None) -> EncodedPrompt:
     """Answer items are encoded one token each (checked), the prompt as ordinary text."""
     item_ids = item_ids or item_token_ids(tokenizer, prompt.example.target)
-    bos = [tokenizer.bos_token_id] if prepend_bos and tokenizer.bos_token_id is not None else []
-    prompt_ids = bos + tokenizer.encode(prompt.text, add_special_tokens=False)
+    prompt_ids = bos_ids(tokenizer, prepend_bos) + tokenizer.encode(prompt.text, add_special_tokens=False)
     answer_ids = [item_ids[item] for item in prompt.example.target]
     return EncodedPrompt(tuple(prompt_ids), tuple(answer_ids), end_token_ids(tokenizer, prompt.end_text))
 

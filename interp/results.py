@@ -11,7 +11,7 @@ import json
 import math
 import os
 import tempfile
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
@@ -79,33 +79,106 @@ def to_markdown(rows: Sequence[Row], columns: Sequence[str] | None = None, digit
 
 def write_table(rows: Sequence[Row], stem: str | Path, columns: Sequence[str] | None = None,
                 formats: Iterable[str] = ("csv", "json", "md"), metadata: Mapping | None = None) -> list[Path]:
-    """Write ``rows`` as ``stem.csv`` / ``stem.json`` / ``stem.md``; returns the paths written."""
+    """Write ``rows`` as ``stem.csv`` / ``stem.json`` / ``stem.md``; returns the paths written.
+
+    Every format is rendered and written to its temporary file before any is renamed into
+    place, so the files of one table come from one call (no mix of an old csv and a new md)."""
     stem = Path(stem)
-    written = []
+    texts = {}
     for fmt in formats:
         if fmt == "csv":
-            text = to_csv(rows, columns)
+            texts[fmt] = to_csv(rows, columns)
         elif fmt == "json":
-            text = json.dumps({"metadata": dict(metadata or {}), "rows": list(map(dict, rows))}, indent=2, default=str)
+            texts[fmt] = json.dumps({"metadata": dict(metadata or {}), "rows": list(map(dict, rows))}, indent=2, default=str)
         elif fmt == "md":
-            text = to_markdown(rows, columns)
+            texts[fmt] = to_markdown(rows, columns)
         else:
             raise ValueError(f"unknown table format {fmt!r}; expected csv, json or md")
-        written.append(atomic_write_text(stem.with_suffix("." + fmt), text))
-    return written
+    with ExitStack() as stack:
+        for fmt, text in texts.items():
+            stack.enter_context(atomic_path(stem.with_suffix("." + fmt))).write_text(text)
+    return [stem.with_suffix("." + fmt) for fmt in texts]
+
+
+def json_ready(value: object) -> object:
+    """``value`` as it reads back from a JSON file (tuples become lists, unknown objects strings)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def read_table_metadata(stem: str | Path) -> dict | None:
+    """The metadata stored with a table (``stem.json``), or None when there is no readable one."""
+    try:
+        return json.loads(Path(stem).with_suffix(".json").read_text())["metadata"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+class RowJournal:
+    """The finished rows of a long run, kept while it runs, so that a killed run loses nothing.
+
+    Rows are appended to ``<stem>.partial.jsonl`` (its first line records the run's
+    configuration) as they finish; the finished table (``stem.csv/json/md``) is only written by
+    :meth:`finish`, which then removes the journal. A finished table therefore stays as it was
+    until a new one is complete. A run started with the same configuration resumes from the
+    journal's rows (:meth:`done`); another configuration starts afresh."""
+
+    def __init__(self, stem: str | Path, config: Mapping):
+        self.stem = Path(stem)
+        self.path = self.stem.parent / (self.stem.name + ".partial.jsonl")
+        self.config = json_ready(dict(config))
+        self._rows = self._read()
+        if not self._rows:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.path, json.dumps({"config": self.config}) + "\n")
+
+    def _read(self) -> list[dict]:
+        try:
+            lines = self.path.read_text().splitlines()
+            if not lines or json.loads(lines[0]).get("config") != self.config:
+                return []
+        except (OSError, ValueError, AttributeError):
+            return []
+        rows = []
+        for line in lines[1:]:
+            try:
+                rows.append(json.loads(line))
+            except ValueError:  # the line being written when the run was killed
+                break
+        return rows
+
+    def done(self) -> list[dict]:
+        """Rows finished by an earlier run with the same configuration (empty when none)."""
+        return list(self._rows)
+
+    def add(self, row: Mapping) -> None:
+        with self.path.open("a") as handle:
+            handle.write(json.dumps(dict(row), default=str) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        self._rows.append(json_ready(dict(row)))
+
+    def finish(self, rows: Sequence[Row], columns: Sequence[str] | None = None, metadata: Mapping | None = None,
+               formats: Iterable[str] = ("csv", "json", "md")) -> list[Path]:
+        """Write the finished table and drop the journal."""
+        written = write_table(rows, self.stem, columns, formats, metadata)
+        self.path.unlink(missing_ok=True)
+        return written
 
 
 def read_csv(path: str | Path, required: Sequence[str] = ()) -> list[dict]:
-    """Rows of a results CSV with numbers parsed; a clear error names the file and any missing column."""
+    """Rows of a results CSV with numbers parsed; a clear error names the file and what is wrong."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"results file {path} does not exist (run the analysis that writes it first)")
-    with path.open() as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in required if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ValueError(f"results file {path} lacks column(s) {missing}; it has {reader.fieldnames}")
-        return [{k: parse_value(v) for k, v in row.items()} for row in reader]
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle)
+            missing = [c for c in required if c not in (reader.fieldnames or [])]
+            if missing:
+                raise ValueError(f"results file {path} lacks column(s) {missing}; it has {reader.fieldnames}")
+            return [{k: parse_value(v) for k, v in row.items()} for row in reader]
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise ValueError(f"results file {path} is not a readable CSV table ({err})") from None
 
 
 def parse_value(text: str | None) -> object:

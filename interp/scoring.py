@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import einops
 import torch
@@ -23,32 +23,39 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from .evaluate import batched, pad_batch
+from .batching import batched, pad_token_id, padded_batches
+from .bridge import act_name, run_until
 from .heads import Head
+from .naming import model_name
 from .prompts import EncodedPrompt, Prompt
 
 SCORE_NAMES = ("induction", "anti_induction", "previous_token")
 
 
-def pattern_hook_names(n_layers: int) -> list[str]:
-    return [f"blocks.{layer}.attn.hook_pattern" for layer in range(n_layers)]
+def patterns_of_every_layer(model, tokens: Int[Tensor, "batch pos"],
+                            reduce: Callable[[int, Float[Tensor, "batch head_index query_pos key_pos"]], None]) -> None:
+    """Call ``reduce(layer, pattern)`` on each layer's attention pattern, in one forward pass that
+    stops right after the last layer's pattern (its MLP and the unembedding never run), so no
+    pattern outlives its reduction."""
 
+    def hook(pattern, hook):
+        reduce(hook.layer(), pattern)
 
-def is_pattern_hook(name: str) -> bool:
-    return name.endswith("attn.hook_pattern")
+    names = [act_name("pattern", layer) for layer in range(model.cfg.n_layers)]
+    run_until(model, tokens, names[-1], [(name, hook) for name in names])
 
 
 # --------------------------------------------------------------------------- probe sequences
 
 
-def token_pool(tokenizer, exclude_special: bool = True) -> Int[Tensor, "n"]:
+def token_pool(tokenizer, exclude_special: bool = True) -> Int[Tensor, " pool"]:
     """All token ids except the special ones (BOS/EOS/PAD...), the pool random probes draw from."""
     special = set(tokenizer.all_special_ids) if exclude_special else set()
     return torch.tensor([i for i in range(len(tokenizer)) if i not in special])
 
 
-def repeated_random_tokens(pool: Int[Tensor, "n"], n_sequences: int = 100, half_length: int = 50, seed: int = 0,
-                           bos_id: int | None = None) -> Int[Tensor, "batch seq"]:
+def repeated_random_tokens(pool: Int[Tensor, " pool"], n_sequences: int = 100, half_length: int = 50, seed: int = 0,
+                           bos_id: int | None = None) -> Int[Tensor, "batch pos"]:
     """``n_sequences`` random sequences of ``half_length`` tokens drawn from ``pool``, each repeated
     twice; optionally preceded by ``bos_id``. Tokens within a half are distinct, so every token of
     the second copy has exactly one earlier occurrence."""
@@ -68,13 +75,15 @@ def repeated_random_tokens(pool: Int[Tensor, "n"], n_sequences: int = 100, half_
 # --------------------------------------------------------------------------- scores from patterns
 
 
-def offset_attention(pattern: Float[Tensor, "batch head q k"], offset: int, q_start: int, q_stop: int) -> Float[Tensor, "head"]:
+def offset_attention(pattern: Float[Tensor, "batch head_index query_pos key_pos"], offset: int, q_start: int,
+                     q_stop: int) -> Float[Tensor, " head_index"]:
     """Mean over batch and query positions ``q`` in ``[q_start, q_stop)`` of ``A[q, q - offset]``."""
     diagonal = torch.diagonal(pattern, offset=-offset, dim1=-2, dim2=-1)  # [batch, head, q - offset]
     return diagonal[..., q_start - offset : q_stop - offset].float().mean(dim=(0, -1))
 
 
-def repeat_scores(pattern: Float[Tensor, "batch head q k"], half_length: int, bos: int = 0) -> dict[str, Float[Tensor, "head"]]:
+def repeat_scores(pattern: Float[Tensor, "batch head_index query_pos key_pos"], half_length: int,
+                  bos: int = 0) -> dict[str, Float[Tensor, " head_index"]]:
     """The three scores of one layer's pattern on repeated sequences (``bos`` = 1 when prefixed)."""
     n = half_length
     start, stop = bos + n + 1, bos + 2 * n  # second-copy positions where p - n - 1 is still in the first copy
@@ -89,7 +98,7 @@ def repeat_scores(pattern: Float[Tensor, "batch head q k"], half_length: int, bo
 class HeadScores:
     """Layer x head score matrices, with helpers for ranking and tables."""
 
-    scores: dict[str, Float[Tensor, "layer head"]]
+    scores: dict[str, Float[Tensor, "layer head_index"]]
     model_name: str = ""
     metadata: dict = field(default_factory=dict)
 
@@ -101,7 +110,7 @@ class HeadScores:
     def n_heads(self) -> int:
         return next(iter(self.scores.values())).shape[1]
 
-    def __getitem__(self, name: str) -> Float[Tensor, "layer head"]:
+    def __getitem__(self, name: str) -> Float[Tensor, "layer head_index"]:
         if name not in self.scores:
             raise KeyError(f"no score {name!r}; available: {sorted(self.scores)}")
         return self.scores[name]
@@ -114,7 +123,7 @@ class HeadScores:
         order = torch.argsort(flat, descending=True, stable=True)[:k]
         return [Head(int(i) // self.n_heads, int(i) % self.n_heads) for i in order]
 
-    def ranks(self, name: str) -> Int[Tensor, "layer head"]:
+    def ranks(self, name: str) -> Int[Tensor, "layer head_index"]:
         """1 = highest score."""
         flat = self[name].flatten()
         order = torch.argsort(flat, descending=True, stable=True)
@@ -135,7 +144,10 @@ class HeadScores:
         return rows
 
     @classmethod
-    def from_rows(cls, rows: Sequence[dict], names: Sequence[str] = SCORE_NAMES) -> "HeadScores":
+    def from_rows(cls, rows: Sequence[dict], names: Sequence[str] | None = None) -> "HeadScores":
+        """Scores read back from :meth:`rows` (``names``: every score column by default)."""
+        if names is None:
+            names = [c for c in rows[0] if c not in ("model", "layer", "head") and not c.endswith("_rank")]
         n_layers = max(int(r["layer"]) for r in rows) + 1
         n_heads = max(int(r["head"]) for r in rows) + 1
         scores = {name: torch.full((n_layers, n_heads), math.nan) for name in names}
@@ -145,18 +157,16 @@ class HeadScores:
         return cls(scores, str(rows[0].get("model", "")))
 
 
-def model_name(model) -> str:
-    return str(getattr(model.cfg, "model_name", "") or "")
-
-
-def score_heads(model, tokens: Int[Tensor, "batch seq"] | None = None, *, half_length: int = 50,
+def score_heads(model, tokens: Int[Tensor, "batch pos"] | None = None, *, half_length: int = 50,
                 n_sequences: int = 100, seed: int = 0, prepend_bos: bool = False, batch_size: int = 20,
                 progress: bool = True) -> HeadScores:
     """Induction, anti-induction and previous-token scores of every head.
 
     Without ``tokens``, probes are drawn as the paper does (``n_sequences`` random sequences of
-    ``half_length`` tokens repeated twice, no BOS). Only the pattern hooks are cached, one
-    batch at a time, and reduced to per-head means before the next batch."""
+    ``half_length`` tokens repeated twice, no BOS). Each layer's pattern is reduced to per-head
+    means as soon as it is computed, and the forward pass stops after the last layer's pattern."""
+    if n_sequences < 1:
+        raise ValueError(f"n_sequences={n_sequences} must be >= 1")
     bos = 1 if prepend_bos else 0
     if tokens is None:
         bos_id = model.tokenizer.bos_token_id if prepend_bos else None
@@ -167,12 +177,12 @@ def score_heads(model, tokens: Int[Tensor, "batch seq"] | None = None, *, half_l
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
     totals = {name: torch.zeros(n_layers, n_heads) for name in SCORE_NAMES}
     for chunk in tqdm(list(batched(tokens, batch_size)), desc="scoring heads", disable=not progress, leave=False):
-        with torch.no_grad():
-            _, cache = model.run_with_cache(chunk.to(model.cfg.device), names_filter=is_pattern_hook)
-        for layer in range(n_layers):
-            for name, value in repeat_scores(cache[f"blocks.{layer}.attn.hook_pattern"], half_length, bos).items():
-                totals[name][layer] += value.cpu() * len(chunk)
-        del cache
+
+        def add(layer: int, pattern, size=len(chunk)) -> None:
+            for name, value in repeat_scores(pattern, half_length, bos).items():
+                totals[name][layer] += value.cpu() * size
+
+        patterns_of_every_layer(model, chunk, add)
     scores = {name: total / len(tokens) for name, total in totals.items()}
     return HeadScores(scores, model_name(model), {"probe": "repeated_random", "half_length": half_length,
                                                    "n_sequences": len(tokens), "seed": seed, "prepend_bos": prepend_bos})
@@ -202,39 +212,37 @@ def answer_source_positions(tokenizer, prompt: Prompt, encoded: EncodedPrompt) -
 
 
 def task_attention_scores(model, prompts: Sequence[Prompt], encoded: Sequence[EncodedPrompt], batch_size: int = 8,
-                          progress: bool = True) -> Float[Tensor, "layer head"]:
+                          progress: bool = True) -> Float[Tensor, "layer head_index"]:
     """Mean attention from each output position to its answer's source position, per head."""
     pairs = [answer_source_positions(model.tokenizer, p, e) for p, e in zip(prompts, encoded)]
     total = torch.zeros(model.cfg.n_layers, model.cfg.n_heads)
     count = 0
-    pad_id = model.tokenizer.pad_token_id or 0
-    for idx in tqdm(list(batched(list(range(len(prompts))), batch_size)), desc="task attention", disable=not progress, leave=False):
-        tokens, _, _ = pad_batch([encoded[i] for i in idx], pad_id)
-        with torch.no_grad():
-            _, cache = model.run_with_cache(tokens.to(model.cfg.device), names_filter=is_pattern_hook)
-        rows = torch.tensor([r for r, i in enumerate(idx) for _ in pairs[i]])
-        queries = torch.tensor([q for i in idx for q, _ in pairs[i]])
-        keys = torch.tensor([k for i in idx for _, k in pairs[i]])
-        stacked = torch.stack([cache[f"blocks.{layer}.attn.hook_pattern"] for layer in range(model.cfg.n_layers)])
-        # advanced indices split by a slice move to the front: [pair, layer, head]
-        picked = stacked[:, rows, :, queries, keys]
-        total += einops.reduce(picked.float(), "pair layer head -> layer head", "sum").cpu()
+    for batch in padded_batches(encoded, batch_size, pad_token_id(model.tokenizer), sort_by_length=False,
+                                progress=progress and "task attention"):
+        rows = torch.tensor([r for r, i in enumerate(batch.indices) for _ in pairs[i]])
+        queries = torch.tensor([q for i in batch.indices for q, _ in pairs[i]])
+        keys = torch.tensor([k for i in batch.indices for _, k in pairs[i]])
+
+        def add(layer: int, pattern) -> None:
+            total[layer] += pattern[rows, :, queries, keys].float().sum(0).cpu()  # [pair, head_index] -> head_index
+
+        patterns_of_every_layer(model, batch.tokens, add)
         count += len(rows)
-        del cache, stacked
     return total / max(count, 1)
 
 
 # --------------------------------------------------------------------------- TransformerLens-style detection
 
 
-def detection_scores(pattern: Float[Tensor, "batch head q k"], detection: Float[Tensor, "batch q k"]) -> Float[Tensor, "head"]:
+def detection_scores(pattern: Float[Tensor, "batch head_index query_pos key_pos"],
+                     detection: Float[Tensor, "batch query_pos key_pos"]) -> Float[Tensor, " head_index"]:
     """``transformer_lens.head_detector``'s "mul" measure, batched: the share of a head's attention
     that falls on the detection pattern, averaged over sequences."""
-    matched = einops.einsum(pattern.float(), detection.float(), "batch head q k, batch q k -> batch head")
+    matched = einops.einsum(pattern.float(), detection.float(), "batch head query key, batch query key -> batch head")
     return (matched / pattern.float().sum(dim=(-2, -1))).mean(0)
 
 
-def induction_detection_pattern(tokens: Int[Tensor, "batch seq"]) -> Float[Tensor, "batch seq seq"]:
+def induction_detection_pattern(tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch query_pos key_pos"]:
     """1 at ``[q, k]`` when the token before ``k`` equals the token at ``q`` (k <= q), as TL builds it."""
     same = tokens[:, :, None] == tokens[:, None, :]  # [batch, q, k'] duplicate tokens, k' < q
     duplicate = torch.tril(same, diagonal=-1)
@@ -243,15 +251,17 @@ def induction_detection_pattern(tokens: Int[Tensor, "batch seq"]) -> Float[Tenso
     return torch.tril(shifted).float()
 
 
-def detect_induction_batched(model, tokens: Int[Tensor, "batch seq"], batch_size: int = 20, progress: bool = False) -> Float[Tensor, "layer head"]:
+def detect_induction_batched(model, tokens: Int[Tensor, "batch pos"], batch_size: int = 20,
+                             progress: bool = False) -> Float[Tensor, "layer head_index"]:
     """The same numbers as ``detect_head(model, seqs, "induction_head")``, from one batched pass."""
     total = torch.zeros(model.cfg.n_layers, model.cfg.n_heads)
     for chunk in tqdm(list(batched(tokens, batch_size)), desc="detect", disable=not progress, leave=False):
-        with torch.no_grad():
-            _, cache = model.run_with_cache(chunk.to(model.cfg.device), names_filter=is_pattern_hook)
         detection = induction_detection_pattern(chunk).to(model.cfg.device)
-        for layer in range(model.cfg.n_layers):
-            total[layer] += detection_scores(cache[f"blocks.{layer}.attn.hook_pattern"], detection).cpu() * len(chunk)
+
+        def add(layer: int, pattern, size=len(chunk), detection=detection) -> None:
+            total[layer] += detection_scores(pattern, detection).cpu() * size
+
+        patterns_of_every_layer(model, chunk, add)
     return total / len(tokens)
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Sequence
 
@@ -318,7 +318,3 @@ def verdict(rows: Sequence[dict], threshold: float = 0.9) -> list[dict]:
         row |= {"predicted": "generalizes" if expressible else "fails OOD", "observed": observed, "agrees": agrees}
         out.append(row)
     return out
-
-
-def config_dict(config: ScratchConfig) -> dict:
-    return asdict(config)

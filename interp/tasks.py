@@ -267,9 +267,3 @@ def load_copying_jsonl(path: str | Path, task: str) -> list[TaskExample]:
                 except (json.JSONDecodeError, KeyError) as err:
                     raise ValueError(f"{path}:{line_no}: not a copying record ({err})") from err
     return examples
-
-
-def theory_table() -> list[dict]:
-    """Task, family, C-RASP[pos] expressibility and the reason, as rows."""
-    return [{"task": s.name, "family": s.family, "expressible": s.expressible, "reason": s.theory_reason}
-            for s in TASKS.values()]

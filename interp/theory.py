@@ -118,7 +118,7 @@ def theory_rows(lengths: Sequence[int] = DEFAULT_LENGTHS, n: int = 100, seed: in
 
 def legend(rows: Sequence[dict], train_length: int = TRAIN_LENGTH) -> str:
     """What the rows mean, and each task's reason from the paper, as printable lines."""
-    lines = [f"Expressible tasks run one C-RASP[pos] program at every length. The others have none: they run a",
+    lines = ["Expressible tasks run one C-RASP[pos] program at every length. The others have none: they run a",
              f"bounded C-RASP[pos] program, exact up to length {train_length}, whose size grows with that bound.", ""]
     lines += [f"- {row['task']} ({row['lemma']}): {row['reason']}" for row in rows]
     return "\n".join(lines)

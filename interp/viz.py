@@ -26,18 +26,20 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal, Sequence, get_args
 
 import numpy as np
 import torch
 
+from .browser import headless_chromium  # noqa: F401 - re-exported: checks of attention pages use it
+from .bridge import act_name
 from .heads import Head, HeadLike, parse_heads
 from .prompts import Prompt, PromptConfig, encode_prompt
 from .results import atomic_write_text
 from .tasks import TaskExample, get_task
 
 ViewKind = Literal["heads", "patterns", "both"]
-VIEW_KINDS: tuple[str, ...] = ("heads", "patterns", "both")
+VIEW_KINDS: tuple[str, ...] = get_args(ViewKind)
 MARK_QUERY, MARK_SOURCE, MARK_QUERY_ITEM = "[Q]", "[A]", "[q]"
 
 
@@ -120,7 +122,7 @@ def prompt_layout(tokenizer, prompt: Prompt, prepend_bos: bool, append_answer: b
 
 
 def pattern_hook_name(layer: int) -> str:
-    return f"blocks.{layer}.attn.hook_pattern"
+    return act_name("pattern", layer)
 
 
 def head_patterns(model, tokens: torch.Tensor | Sequence[int], heads: Sequence[HeadLike]) -> torch.Tensor:
@@ -347,55 +349,4 @@ head to enlarge it; hover tokens to see where they attend.</p>
 
 def save_attention_view(view: AttentionView, path: str | Path, kind: ViewKind = "heads") -> Path:
     """Write the page for ``view`` to ``path`` (atomically) and return the path."""
-    path = atomic_write_text(path, attention_page(view, kind))
-    path.chmod(0o644)  # the atomic writer's temporary file is private (0600)
-    return path
-
-
-# --------------------------------------------------------------------------- checking a page in a browser
-
-CHROMIUM_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--no-first-run", "--disable-sync", "--disable-extensions", "--disable-dev-shm-usage", "--hide-scrollbars",
-    # no network at all: every host fails to resolve and any proxy use goes nowhere
-    "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9",
-)
-
-
-def headless_chromium(html_path: str | Path, *, screenshot: str | Path | None = None, window: tuple[int, int] = (1300, 1600),
-                      browser: str | None = None, timeout: float = 60, budget_ms: int | None = None) -> str:
-    """Open ``html_path`` in headless Chromium with the network cut off; return the DOM after its
-    scripts ran (``--dump-dom``, taken after the load event, by which time the inline module
-    scripts have run), and write a PNG screenshot when ``screenshot`` is given. ``budget_ms`` adds
-    ``--virtual-time-budget`` (it made screenshots hang here, so it is off by default).
-
-    Uses a fresh ``--user-data-dir`` each time. Raises ``FileNotFoundError`` without a browser
-    (see ``scripts/install_chromium.sh``)."""
-    import subprocess
-    import tempfile
-
-    from .figures import BROWSER_HINT, find_browser
-
-    browser = browser or find_browser()
-    if browser is None:
-        raise FileNotFoundError(BROWSER_HINT)
-    url = Path(html_path).resolve().as_uri()
-
-    def run(*extra: str) -> subprocess.CompletedProcess:
-        # a fresh profile per run: a second browser on a profile still locked by the first can hang
-        with tempfile.TemporaryDirectory(prefix="interp-chromium-") as profile:
-            command = [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={window[0]},{window[1]}",
-                       *([f"--virtual-time-budget={budget_ms}"] if budget_ms else []), *extra, url]
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-        if done.returncode != 0:
-            raise RuntimeError(f"{browser} {' '.join(extra)} {url} failed ({done.returncode}): {done.stderr[-2000:]}")
-        return done
-
-    dom = run("--dump-dom").stdout
-    if screenshot is not None:
-        target = Path(screenshot).resolve()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        run(f"--screenshot={target}")
-        if not target.exists():
-            raise RuntimeError(f"{browser} did not write the screenshot {target}")
-    return dom
+    return atomic_write_text(path, attention_page(view, kind))

@@ -104,7 +104,13 @@ def test_style_is_consistent():
     for fig in (F.head_scores_figure(rows("head_scores")), F.ablation_figure(rows("ablation"))):
         assert fig.layout.template.layout.font.family == F.FONT
         assert fig.layout.width and fig.layout.height
-    assert F.OKABE_ITO["blue"] in F.PALETTE and F.SCORE_SCALE == "Cividis"
+    # the figures draw with the colour-blind-safe choices, not merely define them
+    heat = F.head_scores_figure(rows("head_scores"))
+    import plotly.colors
+    cividis = [colour for _, colour in plotly.colors.get_colorscale("Cividis")]
+    assert [colour for _, colour in heat.layout.coloraxis.colorscale] == cividis
+    bar_colours = {t.marker.color for t in F.ablation_figure(rows("ablation")).data if t.type == "bar"}
+    assert bar_colours and bar_colours <= set(F.OKABE_ITO.values())
 
 
 # --------------------------------------------------------------------------- saving
@@ -161,7 +167,9 @@ def test_missing_optional_files_are_noted(tmp_path, capsys):
     assert "skipping ablation figures" in printed and "ablation.csv not found" in printed
     assert "skipping fine-tuning figures" in printed
     assert sorted(p.name for p in out.iterdir()) == ["head_scores_tiny-model.html", "plotly.min.js"]
-    assert make_figures.main(["--results", str(tmp_path / "nowhere"), "--out", str(out)]) == 0
+    with pytest.raises(SystemExit) as exit_info:  # a folder that is not there is a mistake, not "nothing to draw"
+        make_figures.main(["--results", str(tmp_path / "nowhere"), "--out", str(out)])
+    assert exit_info.value.code == 2 and "nowhere' is not a folder" in capsys.readouterr().err
 
 
 def test_missing_column_names_the_file(tmp_path, capsys):

@@ -1,12 +1,11 @@
-import os
 
 import pytest
 import torch
 
-from interp.evaluate import (evaluate_prompts, evaluate_task, generate_accuracy, normalize_answer, score_logits,
+from interp.evaluate import (evaluate_prompts, generate_accuracy, normalize_answer, scores_from_logits,
                              task_prompts)
 from interp.models import ModelNotFoundError, load_model, resolve_device
-from interp.prompts import EncodedPrompt, PromptConfig, encode_prompts
+from interp.prompts import EncodedPrompt, PromptConfig
 from interp.vocab import item_token_ids, single_token_vocabulary
 
 
@@ -41,9 +40,9 @@ def test_teacher_forced_exact_match_logic():
     p = EncodedPrompt(prompt_ids=(1, 2, 3), answer_ids=(4, 5), end_ids=frozenset({9}))
     logits = torch.zeros(1, 5, 10)
     logits[0, 2, 4] = logits[0, 3, 5] = logits[0, 4, 9] = 1.0  # positions 2,3 predict answer, 4 the end
-    assert score_logits(logits, [p]).correct.tolist() == [True]
+    assert scores_from_logits(logits, [p]).correct.tolist() == [True]
     logits[0, 4, 9], logits[0, 4, 6] = 0.0, 1.0  # keeps going after a correct copy: not exact
-    scores = score_logits(logits, [p])
+    scores = scores_from_logits(logits, [p])
     assert scores.correct.tolist() == [False] and scores.token_accuracy.tolist() == [1.0]
 
 
@@ -103,12 +102,12 @@ def test_local_checkpoint_folder_loads_as_bridge(tmp_path):
 def test_processed_weight_cache_gives_the_same_bridge(tmp_path, name):
     """A bridge whose processed weights come from the cache equals one processed from scratch:
     logits, every hook (hook_pattern and hook_z included) and the state dict, bit for bit."""
-    from interp.bridge_cache import processed_weights_file
-    from interp.models import bridge_from_hf, load_hf_model
+    from interp.bridge import weights_processed
+    from interp.models import bridge_from_hf, load_hf_model, processed_weights_file
 
     fresh = bridge_from_hf(*load_hf_model(name), name, torch.device("cpu"), processed_cache=tmp_path)
     stored = processed_weights_file(tmp_path, torch.float32, torch.device("cpu"))
-    assert stored.exists() and fresh._weights_processed
+    assert stored.exists() and weights_processed(fresh)
     model, tokenizer = load_hf_model(name)
     # The stored weights are the processed ones: the unembedding is centred over the vocabulary,
     # the raw one is not.
@@ -118,7 +117,10 @@ def test_processed_weight_cache_gives_the_same_bridge(tmp_path, name):
     assert processed_unembed.mean(vocab_dim).abs().max() < 1e-6
     assert model.lm_head.weight.mean(0).abs().max() > 1e-4
     cached = bridge_from_hf(model, tokenizer, name, torch.device("cpu"), processed_cache=tmp_path)
-    assert cached._weights_processed
+    assert weights_processed(cached)
+    # Both paths lay every weight out contiguously, so they run the same kernels (GPT-2's split
+    # c_attn is a transposed view after processing, and differed in the last bit before).
+    assert all(p.is_contiguous() for p in fresh.parameters()) and all(p.is_contiguous() for p in cached.parameters())
     tokens = torch.tensor([[3, 7, 11, 5, 3, 7]])
     fresh_logits, fresh_cache = fresh.run_with_cache(tokens)
     cached_logits, cached_cache = cached.run_with_cache(tokens)
@@ -132,18 +134,17 @@ def test_processed_weight_cache_gives_the_same_bridge(tmp_path, name):
 
 
 def test_processed_weight_cache_rejects_another_model(tmp_path):
-    from interp.bridge_cache import install_processed_weights, processed_weights_file
-    from interp.models import bridge_from_hf, load_hf_model
+    from interp import bridge as tl
+    from interp.models import bridge_from_hf, load_hf_model, processed_weights_file
+    from interp.models.processed import read_processed_weights
 
     bridge_from_hf(*load_hf_model("tiny-gpt2"), "tiny-gpt2", torch.device("cpu"), processed_cache=tmp_path)
-    gpt2_file = processed_weights_file(tmp_path, torch.float32, torch.device("cpu"))
-    from transformer_lens.model_bridge.sources.transformers.source import boot
-
+    gpt2_weights = read_processed_weights(processed_weights_file(tmp_path, torch.float32, torch.device("cpu")))
     model, tokenizer = load_hf_model("tiny-llama")
-    llama = boot("tiny-llama", hf_model=model, tokenizer=tokenizer, device=torch.device("cpu"), dtype=torch.float32)
-    llama.enable_compatibility_mode(disable_warnings=True, no_processing=True)
-    with pytest.raises(ValueError, match="does not match this model"):
-        install_processed_weights(llama, gpt2_file)
+    llama = tl.boot(model, tokenizer, "tiny-llama", torch.device("cpu"))
+    tl.enable_compatibility(llama, process_weights=False)
+    with pytest.raises(ValueError, match="do not match this model"):
+        tl.install_processed_weights(llama, gpt2_weights)
 
 
 @pytest.mark.embedded

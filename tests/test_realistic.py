@@ -12,7 +12,7 @@ from interp.realistic.alignment import (
     ambiguous_positions, base_rate, departure_from_predictions, edit_transitions, needleman_wunsch, successors,
     transition_index,
 )
-from interp.realistic.common import TextPrompt, encode_text_prompt, greedy_answers, split_is_natural, teacher_forced
+from interp.realistic.common import TextPrompt, encode_text_prompt, greedy_answers, split_is_natural, teacher_forced_scores
 from interp.realistic.git_history import (
     GIT_ACTIONS, GIT_TOPICS, GitConfig, History, answer_text, evaluate_git, expected_lines, git_examples, git_prompt,
     lines_match, parse_answer_lines, random_history, run_git, write_git_table,
@@ -273,16 +273,17 @@ def test_teacher_forced_departure_equals_greedy_generation(tiny):
     assert len(own) == 8
     stop = frozenset({tokenizer.eos_token_id})
     exactly = EncodedPrompt(prompt_ids, own, stop)
-    forced = teacher_forced(tiny, [exactly], progress=False)[0]
-    assert forced.predictions[:8] == own
-    assert departure_from_predictions(own, forced.predictions, stop) in (None, 8)
+    forced = teacher_forced_scores(tiny, [exactly], progress=False, keep_predictions=True).predictions[0]
+    assert forced[:8] == own
+    assert departure_from_predictions(own, forced, stop) in (None, 8)
     corrupted_ids = own[:3] + ((own[3] + 1) % len(tokenizer),) + own[4:]
     corrupted = EncodedPrompt(prompt_ids, corrupted_ids, stop)
-    forced_bad = teacher_forced(tiny, [corrupted, exactly], batch_size=2, progress=False)
-    assert departure_from_predictions(corrupted_ids, forced_bad[0].predictions, stop) == 3
+    forced_bad = teacher_forced_scores(tiny, [corrupted, exactly], batch_size=2, progress=False,
+                                       keep_predictions=True).predictions
+    assert departure_from_predictions(corrupted_ids, forced_bad[0], stop) == 3
     generated = greedy_answers(tiny, [corrupted], slack=1, progress=False)[0]
     assert transition_index(corrupted_ids, generated) == 3
-    assert forced_bad[1].predictions == forced.predictions  # batching and padding change nothing
+    assert forced_bad[1] == forced  # batching and padding change nothing
 
 
 def test_encoded_split_is_natural_for_both_prompts(tiny):
@@ -313,14 +314,14 @@ def test_pipelines_on_tiny_model(tiny, tmp_path):
 
     git_config = GitConfig(n_commits=(2, 3), n_examples=2, n_shots=1, instruction=False)
     git_rows = run_git(tiny, git_config, progress=False, model_name="tiny-llama")
-    assert [(r.task, r.order, r.n_commits) for r in git_rows] == [
+    assert [(r["task"], r["order"], r["n_commits"]) for r in git_rows] == [
         ("revert", "forward", 2), ("revert", "forward", 3), ("cherry-pick", "reversed", 2), ("cherry-pick", "reversed", 3)]
     for row in git_rows:
-        assert row.n_examples == 2 and 0 <= row.accuracy <= 1 and row.generate_accuracy is None
-        assert row.natural_split == 1.0
+        assert row["n_examples"] == 2 and 0 <= row["accuracy"] <= 1 and row["generate_accuracy"] is None
+        assert row["natural_split"] == 1.0
     generated = evaluate_git(tiny, "cherry-pick", 1, GitConfig(n_examples=1, n_shots=0, instruction=False),
                              generate=True, progress=False)
-    assert generated.generate_accuracy in (0.0, 1.0)
+    assert generated["generate_accuracy"] in (0.0, 1.0)
     write_git_table(git_rows, tmp_path)
     header = (tmp_path / "git_history.csv").read_text().splitlines()[0].split(",")
     assert header[:7] == ["model", "task", "order", "n_commits", "n_examples", "accuracy", "stderr"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 from pathlib import Path
 
@@ -125,8 +124,9 @@ def test_bad_view_arguments(tiny):
 def test_show_heads_cli(tmp_path, capsys):
     import show_heads
 
-    out = show_heads.main(["--model", "tiny-llama", "--device", "cpu", "--task", "UB", "--heads", "1.2,0.3",
-                           "--length", "6", "--out", str(tmp_path / "ub.html")])
+    out = tmp_path / "ub.html"
+    assert show_heads.main(["--model", "tiny-llama", "--device", "cpu", "--task", "UB", "--heads", "1.2,0.3",
+                            "--length", "6", "--out", str(out)]) == 0
     assert out.exists() and out.stat().st_size > 0
     assert "head 1.2" in capsys.readouterr().out
     for argv, fragment in ((["--task", "XY", "--heads", "0.1"], "--task: unknown task 'XY'"),

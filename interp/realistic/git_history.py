@@ -24,16 +24,18 @@ block from the demonstrations by a blank line as the demonstrations are separate
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
-from ..evaluate import Hook, resolve_prepend_bos
+from ..batching import Hook
+from ..evaluate import resolve_prepend_bos
 from ..prompts import PromptConfig
 from ..results import write_table
-from .common import TextPrompt, binomial_stderr, encode_text_prompt, first_token_ids, greedy_answers, split_is_natural, teacher_forced
+from ..teacher_forcing import Accuracy
+from .common import TextPrompt, encode_text_prompt, first_token_ids, greedy_answers, split_is_natural, teacher_forced_scores
 
 GitTask = Literal["revert", "cherry-pick"]
 GIT_TASKS: tuple[GitTask, ...] = ("revert", "cherry-pick")
@@ -207,33 +209,13 @@ def lines_match(generated: str, expected: Sequence[str]) -> bool:
     return parse_answer_lines(generated) == list(expected)
 
 
-@dataclass(frozen=True)
-class GitAccuracy:
-    """A row of ``git_history.csv``. ``generate_accuracy`` is the paper's string-level line match
-    of free greedy generations, when they were run."""
-
-    model: str
-    task: str
-    order: str
-    n_commits: int
-    n_examples: int
-    accuracy: float
-    stderr: float
-    token_accuracy: float
-    mean_logprob: float
-    generate_accuracy: float | None
-    natural_split: float
-    n_shots: int
-    seed: int
-
-    def as_row(self) -> dict:
-        return asdict(self)
-
-
 def evaluate_git(model, task: GitTask, n_commits: int, config: GitConfig = GitConfig(), *, batch_size: int = 4,
                  generate: bool = False, fwd_hooks: Sequence[Hook] = (), progress: bool = True,
-                 model_name: str = "") -> GitAccuracy:
-    """Exact-match accuracy of ``model`` on ``config.n_examples`` histories of ``n_commits``."""
+                 model_name: str = "") -> dict:
+    """A row of ``git_history.csv``: exact-match accuracy of ``model`` on ``config.n_examples``
+    histories of ``n_commits`` (teacher-forced :class:`interp.teacher_forcing.Accuracy` columns),
+    plus ``generate_accuracy``, the paper's string-level line match of free greedy generations
+    when they were run."""
     tokenizer = model.tokenizer
     examples = git_examples(n_commits, config.n_examples, config.n_shots, config.seed)
     prompts = [git_prompt(e.history, task, e.demos, config.instruction) for e in examples]
@@ -243,24 +225,20 @@ def evaluate_git(model, task: GitTask, n_commits: int, config: GitConfig = GitCo
     prepend_bos = resolve_prepend_bos(model, PromptConfig())
     encoded = [encode_text_prompt(tokenizer, p, end_ids, prepend_bos) for p in prompts]
     label = f"git {task} N={n_commits}"
-    forced = teacher_forced(model, encoded, batch_size, fwd_hooks, progress and label)
-    accuracy = sum(f.correct for f in forced) / len(forced)
+    accuracy = Accuracy.of(teacher_forced_scores(model, encoded, batch_size, fwd_hooks, progress and label))
     generate_accuracy = None
     if generate:
         outputs = greedy_answers(model, encoded, 8, fwd_hooks, progress and f"{label} generating")
         hits = [lines_match(tokenizer.decode(list(out)), expected_lines(e.history, task)) for out, e in zip(outputs, examples)]
         generate_accuracy = sum(hits) / len(hits)
-    return GitAccuracy(
-        model=model_name, task=task, order=ORDER[task], n_commits=n_commits, n_examples=len(forced),
-        accuracy=accuracy, stderr=binomial_stderr(accuracy, len(forced)),
-        token_accuracy=sum(f.token_accuracy for f in forced) / len(forced),
-        mean_logprob=sum(f.mean_logprob for f in forced) / len(forced), generate_accuracy=generate_accuracy,
-        natural_split=sum(split_is_natural(tokenizer, p) for p in prompts) / len(prompts),
-        n_shots=config.n_shots, seed=config.seed)
+    return {"model": model_name, "task": task, "order": ORDER[task], "n_commits": n_commits, **accuracy.as_row(),
+            "generate_accuracy": generate_accuracy,
+            "natural_split": sum(split_is_natural(tokenizer, p) for p in prompts) / len(prompts),
+            "n_shots": config.n_shots, "seed": config.seed}
 
 
 def run_git(model, config: GitConfig = GitConfig(), *, batch_size: int = 4, generate: bool = False,
-            fwd_hooks: Sequence[Hook] = (), progress: bool = True, model_name: str = "") -> list[GitAccuracy]:
+            fwd_hooks: Sequence[Hook] = (), progress: bool = True, model_name: str = "") -> list[dict]:
     """Every task of ``config`` at every history length, as rows (forward order first)."""
     cells = [(task, n) for task in config.tasks for n in config.n_commits]
     return [evaluate_git(model, task, n, config, batch_size=batch_size, generate=generate, fwd_hooks=fwd_hooks,
@@ -268,17 +246,21 @@ def run_git(model, config: GitConfig = GitConfig(), *, batch_size: int = 4, gene
             for task, n in tqdm(cells, desc="git history", disable=not progress)]
 
 
-def write_git_table(rows: Sequence[GitAccuracy], out_dir: str | Path, metadata: Mapping | None = None) -> list[Path]:
+GIT_COLUMNS = ["model", "task", "order", "n_commits", "n_examples", "accuracy", "stderr", "token_accuracy",
+               "mean_logprob", "generate_accuracy", "natural_split", "n_shots", "seed"]
+
+
+def write_git_table(rows: Sequence[dict], out_dir: str | Path, metadata: Mapping | None = None) -> list[Path]:
     meta = {**(metadata or {}), "scoring": "teacher-forced exact match of every answer token, then <end>"}
-    return write_table([r.as_row() for r in rows], Path(out_dir) / "git_history", metadata=meta)
+    return write_table(rows, Path(out_dir) / "git_history", GIT_COLUMNS, metadata=meta)
 
 
-def describe(rows: Sequence[GitAccuracy]) -> str:
+def describe(rows: Sequence[dict]) -> str:
     """One line per history length: forward (revert) vs reversed (cherry-pick) accuracy."""
-    by_cell = {(r.task, r.n_commits): r for r in rows}
+    by_cell = {(r["task"], r["n_commits"]): r for r in rows}
     lines = []
-    for n in sorted({r.n_commits for r in rows}):
-        parts = [f"{ORDER[t]} ({t}) {by_cell[(t, n)].accuracy:.3f} ± {by_cell[(t, n)].stderr:.3f}"
+    for n in sorted({r["n_commits"] for r in rows}):
+        parts = [f"{ORDER[t]} ({t}) {by_cell[(t, n)]['accuracy']:.3f} ± {by_cell[(t, n)]['stderr']:.3f}"
                  for t in GIT_TASKS if (t, n) in by_cell]
         lines.append(f"N={n}: " + " vs ".join(parts))
     return "\n".join(lines)

@@ -22,11 +22,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from ..evaluate import Hook, resolve_prepend_bos
+from ..batching import Hook
+from ..evaluate import resolve_prepend_bos
 from ..prompts import PromptConfig, end_token_ids
 from ..results import write_table
+from ..stats import binomial_stderr
 from .alignment import ambiguous_positions, departure_from_predictions, edit_transitions, transition_index
-from .common import TextPrompt, binomial_stderr, encode_text_prompt, greedy_answers, split_is_natural, teacher_forced
+from .common import TextPrompt, encode_text_prompt, greedy_answers, split_is_natural, teacher_forced_scores
 from .lorem_words import LOREM_WORDS
 
 Sentence = tuple[str, ...]
@@ -367,11 +369,12 @@ def run_lorem(model, config: LoremConfig = LoremConfig(), *, batch_size: int = 4
     end_ids = end_token_ids(tokenizer, END_TEXT)
     prepend_bos = resolve_prepend_bos(model, PromptConfig())
     encoded = [encode_text_prompt(tokenizer, p, end_ids, prepend_bos) for p in prompts]
-    forced = teacher_forced(model, encoded, batch_size, fwd_hooks, progress and "lorem: teacher forcing")
+    forced = teacher_forced_scores(model, encoded, batch_size, fwd_hooks, progress and "lorem: teacher forcing",
+                                   keep_predictions=True)
     generated = greedy_answers(model, encoded, 1, fwd_hooks, progress and "lorem: generating") if generate else None
-    results = [analyse_copy(i, e.answer_ids, f.predictions, end_ids, tokenizer.decode, f.mean_logprob,
-                            generated[i] if generated is not None else None)
-               for i, (e, f) in enumerate(zip(encoded, forced))]
+    results = [analyse_copy(i, e.answer_ids, forced.predictions[i], end_ids, tokenizer.decode,
+                            forced.mean_logprob[i].item(), generated[i] if generated is not None else None)
+               for i, e in enumerate(encoded)]
     natural = sum(split_is_natural(tokenizer, p) for p in prompts) / len(prompts)
     return LoremRun(paragraphs, results, summarize_copies(results, config, model_name), natural)
 

@@ -1,0 +1,141 @@
+"""Every figure the tables in a results folder allow, drawn in one go (``make figures``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import plotly.graph_objects as go
+
+from ..tasks import TASK_NAMES, get_task
+from .ablation import ablation_figure
+from .accuracy import accuracy_length_figure
+from .export import STATIC_FORMATS, StaticExporter, save_figure
+from .heads import head_scores_figure, head_sweep_figure
+from ..naming import slug
+from .rows import Rows, load_results, models_in
+from .training import finetune_figure, finetune_summary_figure, from_scratch_figure
+
+RESULT_FILES = {  # kind -> (file name, figure name prefix, the analysis that writes it)
+    "head_scores": ("head_scores.csv", "head_scores", "head scoring (analyses/score_heads.py, analyses/ablate_heads.py)"),
+    "directional_bias": ("directional_bias.csv", "accuracy_vs_length", "analyses/directional_bias.py"),
+    "ablation": ("ablation.csv", "ablation", "head ablation (analyses/ablate_heads.py)"),
+    "head_sweep": ("head_sweep.csv", "head_sweep", "the single-head sweep (analyses/head_sweep.py)"),
+}
+PER_MODEL_FIGURES = {"head_scores": head_scores_figure, "directional_bias": accuracy_length_figure,
+                     "ablation": ablation_figure, "head_sweep": head_sweep_figure}
+
+
+def result_files(results_dir: Path, name: str) -> list[Path]:
+    """``name`` and its variants for other runs (``ablation_ub.csv`` beside ``ablation.csv``);
+    summaries (``*_summary*``) are tables of their own."""
+    base = Path(name).stem
+    found = [results_dir / name] if (results_dir / name).exists() else []
+    found += sorted(p for p in results_dir.glob(f"{base}_*.csv") if "summary" not in p.stem)
+    return found
+
+
+def _finetune_key(path: Path, rows: Rows) -> tuple[str, str]:
+    """(model, task) of a ``finetune_<model>_<task>[_tag].csv`` file, from its columns if present."""
+    model = str(rows[0].get("model") or "") if rows else ""
+    task = str(rows[0].get("task") or "") if rows else ""
+    parts = path.stem[len("finetune_"):].split("_")
+    if not task:
+        found = [i for i, p in enumerate(parts) if p.lower() in {t.lower() for t in TASK_NAMES}]
+        if not found:
+            raise ValueError(f"results file {path}: cannot tell the task from the name (expected "
+                             f"finetune_<model>_<task>.csv with a task in {', '.join(TASK_NAMES)}) and it has no task column")
+        task = parts[found[-1]]
+        model = model or "_".join(parts[: found[-1]])
+    try:
+        task = get_task(task).name
+    except ValueError as err:
+        raise ValueError(f"results file {path}: {err}") from None
+    return model or "_".join(parts[:-1]) or "model", task
+
+
+def build_figures(results_dir: str | Path, model: str | None = None,
+                  log=print) -> tuple[list[tuple[str, go.Figure]], list[str]]:
+    """Every figure the files in ``results_dir`` allow, as ``(file stem, figure)``; missing files are
+    skipped with a note through ``log``. Returns the figures and the errors (bad files)."""
+    results_dir = Path(results_dir)
+    figures: list[tuple[str, go.Figure]] = []
+    errors: list[str] = []
+
+    def models_of(rows: Rows) -> list[str]:
+        names = models_in(rows)
+        return [m for m in names if model is None or m == model]
+
+    used: set[str] = set()
+    for kind, (name, prefix, writer) in RESULT_FILES.items():
+        paths = result_files(results_dir, name)
+        if not paths:
+            log(f"note: skipping {kind} figures: {results_dir / name} not found (written by {writer})")
+        for path in paths:
+            try:
+                rows = load_results(path, kind)
+                made = []
+                for m in models_of(rows):
+                    stem = f"{prefix}_{slug(m)}"
+                    if stem in used:  # the same model in another run's file: tell them apart by the file
+                        stem += path.stem[len(Path(name).stem):]
+                    used.add(stem)
+                    made.append((stem, PER_MODEL_FIGURES[kind](rows, m, source=str(path))))
+            except ValueError as err:
+                errors.append(str(err))
+                continue
+            if not made:
+                log(f"note: {path} has no rows for model {model!r}")
+            figures += made
+    scratch = results_dir / "from_scratch.csv"
+    if scratch.exists():
+        try:
+            figures.append(("from_scratch", from_scratch_figure(load_results(scratch, "from_scratch"), source=str(scratch))))
+        except ValueError as err:
+            errors.append(str(err))
+    else:
+        log(f"note: skipping from_scratch figures: {scratch} not found (written by analyses/train_from_scratch.py)")
+
+    finetune_files = sorted(results_dir.glob("finetune_*.csv"))
+    if not finetune_files:
+        log(f"note: skipping fine-tuning figures: no {results_dir}/finetune_<model>_<task>.csv (written by fine-tuning)")
+    runs: dict[tuple[str, str], Rows] = {}
+    for path in finetune_files:
+        try:
+            rows = load_results(path, "finetune")
+            key = _finetune_key(path, rows)
+            if model is not None and key[0] != model:
+                continue
+            figures.append((path.stem, finetune_figure(rows, *key, source=str(path))))
+            runs[key] = rows
+        except ValueError as err:
+            errors.append(str(err))
+    for m in sorted({m for m, _ in runs}):
+        mine = {k: v for k, v in runs.items() if k[0] == m}
+        if len(mine) > 1:
+            figures.append((f"finetune_summary_{slug(m)}", finetune_summary_figure(mine)))
+    return figures, errors
+
+
+def make_figures(results_dir: str | Path = "results", out_dir: str | Path = "figures",
+                 formats: Sequence[str] = ("html", "pdf", "png"), model: str | None = None, inline_js: bool = False,
+                 log=print) -> tuple[list[Path], list[str]]:
+    """Draw every figure ``results_dir`` allows into ``out_dir``; returns (paths written, errors)."""
+    figures, errors = build_figures(results_dir, model, log)
+    out_dir = Path(out_dir)
+    written: list[Path] = []
+    if not figures:
+        return written, errors
+    static = [f for f in formats if f in STATIC_FORMATS]
+    exporter = StaticExporter() if static else None
+    if exporter is not None:
+        exporter.__enter__()
+    try:
+        for stem, fig in figures:
+            paths = save_figure(fig, out_dir / stem, formats, exporter=exporter, inline_js=inline_js)
+            log(f"wrote {', '.join(str(p) for p in paths)}")
+            written += paths
+    finally:
+        if exporter is not None:
+            exporter.__exit__(None, None, None)
+    return written, errors

@@ -1,0 +1,132 @@
+"""Saving figures: interactive HTML (plotly.js written once beside the pages) and static
+PDF/SVG/PNG rendered by a local headless Chromium through kaleido, all written atomically."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Sequence
+
+import plotly.graph_objects as go
+
+from ..browser import BROWSER_HINT, BrowserNotFoundError, find_browser
+from ..results import atomic_write_bytes, atomic_write_text
+
+STATIC_FORMATS = ("pdf", "svg", "png")
+HTML_FORMATS = ("html",)
+
+
+class StaticExporter:
+    """One headless Chromium (through kaleido) that renders many figures to PDF/SVG/PNG.
+
+    Use as a context manager so the browser starts once; ``export`` also works without (then
+    each call starts and stops a browser). MathJax is disabled and plotly.js comes from the
+    installed plotly package, so nothing is fetched from the network."""
+
+    def __init__(self, browser: str | None = None, timeout: float = 120, png_scale: float = 2.0):
+        self.browser = browser or find_browser()
+        if self.browser is None:
+            raise BrowserNotFoundError(BROWSER_HINT)
+        self.timeout = timeout
+        self.png_scale = png_scale
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._kaleido = None
+
+    # The browser lives in an event loop on its own thread, so callers need not be async (and
+    # may themselves run inside an event loop, e.g. Jupyter).
+    def __enter__(self) -> "StaticExporter":
+        import kaleido
+
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="interp-kaleido")
+        self._thread.start()
+        k = kaleido.Kaleido(path=self.browser, mathjax=False, timeout=self.timeout)
+        try:
+            self._run(k.open())
+        except Exception as err:
+            self.__exit__(None, None, None)
+            raise BrowserNotFoundError(f"could not start {self.browser} for static export: {err}. {BROWSER_HINT}") from err
+        self._kaleido = k
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._kaleido is not None:
+            try:
+                self._run(self._kaleido.close())
+            finally:
+                self._kaleido = None
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._thread is not None:
+                self._thread.join(timeout=30)
+            self._loop.close()
+            self._loop, self._thread = None, None
+
+    def _run(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def render(self, fig: go.Figure, fmt: str) -> bytes:
+        """The figure as ``fmt`` bytes, at the figure's own width and height."""
+        if fmt not in STATIC_FORMATS:
+            raise ValueError(f"format {fmt!r}; expected one of {STATIC_FORMATS}")
+        if self._kaleido is None:
+            with self:
+                return self.render(fig, fmt)
+        opts = dict(format=fmt, width=fig.layout.width or 800, height=fig.layout.height or 500,
+                    scale=self.png_scale if fmt == "png" else 1)
+        data = self._run(self._kaleido.calc_fig(fig, opts=opts))
+        if not data:
+            raise RuntimeError(f"kaleido returned an empty {fmt} image")
+        return data
+
+    def export(self, fig: go.Figure, path: str | Path, fmt: str | None = None) -> Path:
+        path = Path(path)
+        return atomic_write_bytes(path, self.render(fig, fmt or path.suffix.lstrip(".")))
+
+
+PLOTLY_JS = "plotly.min.js"
+
+
+def _write_plotlyjs(directory: Path) -> None:
+    """plotly.js next to the HTML files (once), so each page works offline without a 4.7 MB copy."""
+    from plotly.offline import get_plotlyjs
+
+    target = directory / PLOTLY_JS
+    script = get_plotlyjs()
+    if not target.exists() or target.stat().st_size != len(script.encode()):
+        atomic_write_text(target, script)
+
+
+def figure_html(fig: go.Figure, inline_js: bool = False) -> str:
+    config = {"displaylogo": False, "responsive": True,
+              "toImageButtonOptions": {"format": "svg", "filename": "figure"}}
+    return fig.to_html(full_html=True, include_plotlyjs=True if inline_js else PLOTLY_JS, include_mathjax=False,
+                       config=config)
+
+
+def save_figure(fig: go.Figure, stem: str | Path, formats: Sequence[str] = ("html", "pdf", "png"),
+                exporter: StaticExporter | None = None, inline_js: bool = False) -> list[Path]:
+    """Write ``fig`` as ``stem.<fmt>`` for each format, atomically; returns the paths.
+
+    ``html`` is interactive (plotly.js written once as ``plotly.min.js`` beside it, or inlined
+    with ``inline_js=True``); ``pdf`` / ``svg`` / ``png`` are static, rendered by a local
+    Chromium (``exporter``, or one started for this call)."""
+    stem = Path(stem)
+    unknown = [f for f in formats if f not in HTML_FORMATS + STATIC_FORMATS]
+    if unknown:
+        raise ValueError(f"formats {unknown} unknown; expected some of {HTML_FORMATS + STATIC_FORMATS}")
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    static = [f for f in formats if f in STATIC_FORMATS]
+    if "html" in formats:
+        if not inline_js:
+            _write_plotlyjs(stem.parent)
+        written.append(atomic_write_text(stem.with_suffix(".html"), figure_html(fig, inline_js)))
+    if static:
+        if exporter is None:
+            with StaticExporter() as own:
+                return written + [own.export(fig, stem.with_suffix("." + f), f) for f in static]
+        written += [exporter.export(fig, stem.with_suffix("." + f), f) for f in static]
+    return written

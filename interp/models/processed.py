@@ -1,0 +1,82 @@
+"""The processed-weight cache: a bridge's weights after TransformerLens' compatibility-mode
+processing (layer norms folded, writing weights centred), stored beside the raw weights.
+
+Processing clones every tensor, several seconds on a CPU, while the result depends only on the
+raw weights, the dtype, the device type and the TransformerLens version; so it is stored once
+per combination and installed on later loads. The file is only a speed-up: an unreadable one
+is rebuilt from the raw weights, and one that cannot be written is skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import Tensor
+
+from .. import bridge as tl
+from ..results import atomic_path
+from .converted import PROCESSED_PREFIX
+from .devices import dtype_name
+from .store import CacheDamaged, forget_file, record_files, verify
+
+logger = logging.getLogger(__name__)
+
+
+def processed_weights_file(model_dir: Path, dtype: torch.dtype, device: torch.device) -> Path:
+    """Where the processed weights of the model stored in ``model_dir`` live."""
+    version = importlib.metadata.version("transformer-lens")
+    return Path(model_dir) / f"{PROCESSED_PREFIX}tl{version}-{dtype_name(dtype)}-{device.type}.safetensors"
+
+
+def save_processed_weights(bridge, target: Path) -> None:
+    """Write ``bridge``'s processed weights to ``target`` atomically and record it in the manifest."""
+    tensors = tl.processed_state_dict(bridge)
+    with atomic_path(target) as staging:
+        save_file(tensors, str(staging))
+    record_files(target.parent, [target.name])
+
+
+def read_processed_weights(source: Path) -> dict[str, Tensor]:
+    """The stored tensors; :class:`CacheDamaged` when the file is not what was written."""
+    verify(source.parent, [source.name])
+    try:
+        state_dict = load_file(str(source))
+    except Exception as err:  # noqa: BLE001 - safetensors raises its own error type for bad files
+        raise CacheDamaged(source, f"unreadable ({err})") from None
+    for key, value in state_dict.items():
+        if value.is_floating_point() and not torch.isfinite(value).all():
+            raise CacheDamaged(source, f"tensor {key} holds NaN or infinite values")
+    return state_dict
+
+
+def install_or_process(bridge, cache_folder: Path) -> None:
+    """Bring a freshly booted bridge into compatibility mode, from the cache when it can."""
+    device = next(bridge.original_model.parameters()).device
+    path = processed_weights_file(cache_folder, bridge.cfg.dtype, device)
+    state_dict = None
+    if path.exists():
+        try:
+            state_dict = read_processed_weights(path)
+        except CacheDamaged as err:
+            logger.warning("processed-weight cache %s: %s; processing the raw weights again", path, err.reason)
+            forget_file(path.parent, path.name)
+    if state_dict is not None:
+        tl.enable_compatibility(bridge, process_weights=False)
+        try:
+            tl.install_processed_weights(bridge, state_dict)
+            return
+        except ValueError as err:
+            logger.warning("processed-weight cache %s: %s; processing the raw weights again", path, err)
+            forget_file(path.parent, path.name)
+            tl.process_weights(bridge)
+    else:
+        tl.enable_compatibility(bridge, process_weights=True)
+    try:
+        save_processed_weights(bridge, path)
+    except OSError as err:
+        logger.warning("could not write the processed-weight cache %s (%s); loads will process the weights again",
+                       path, err)

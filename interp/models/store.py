@@ -1,0 +1,137 @@
+"""The model cache: converted models stored once, replaced atomically, checked before use.
+
+Layout under :func:`cache_dir` (``$INTERP_CACHE``, default ``~/.cache/interp``)::
+
+    models/<name>              a symbolic link to the current version folder
+    models/.<name>.<random>/   config.json, model.safetensors, tokenizer files,
+                               processed-*.safetensors, manifest.json
+
+A new conversion is written into a fresh version folder and the link is switched with one
+``rename``: a reader sees the old model or the new one, never none (so it never starts a second
+conversion because the folder vanished for a moment).
+
+``manifest.json`` records each file's size, modification time and SHA-256 when it is written.
+:func:`verify` compares sizes always and re-hashes a file only when its size or time differs from
+the record (``full=True`` re-hashes everything): cheap on every load, and a file truncated or
+rewritten afterwards is caught and named.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterable
+
+from ..results import atomic_write_text
+
+MANIFEST = "manifest.json"
+_CHUNK = 1 << 22
+
+
+class CacheDamaged(Exception):
+    """A cached file is missing, truncated or changed since it was written."""
+
+    def __init__(self, path: Path, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = Path(path), reason
+
+
+def cache_dir() -> Path:
+    """Where converted models are stored; ``$INTERP_CACHE`` overrides the default."""
+    return Path(os.environ.get("INTERP_CACHE", Path.home() / ".cache" / "interp"))
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _record(path: Path) -> dict:
+    stat = path.stat()
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256_of(path)}
+
+
+def read_manifest(folder: Path) -> dict[str, dict]:
+    path = Path(folder) / MANIFEST
+    if not path.exists():
+        raise CacheDamaged(path, "no manifest (the folder was not written by this version of interp)")
+    try:
+        return json.loads(path.read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise CacheDamaged(path, f"unreadable manifest ({err})") from None
+
+
+def record_files(folder: Path, names: Iterable[str]) -> None:
+    """Add (or refresh) the manifest entries of ``names`` in ``folder``."""
+    folder = Path(folder)
+    try:
+        files = read_manifest(folder)
+    except CacheDamaged:
+        files = {}
+    for name in names:
+        files[name] = _record(folder / name)
+    atomic_write_text(folder / MANIFEST, json.dumps({"files": files}, indent=1, sort_keys=True))
+
+
+def forget_file(folder: Path, name: str) -> None:
+    """Delete a cached file and its manifest entry (a damaged speed-up file, say)."""
+    folder = Path(folder)
+    (folder / name).unlink(missing_ok=True)
+    try:
+        files = read_manifest(folder)
+    except CacheDamaged:
+        return
+    if files.pop(name, None) is not None:
+        atomic_write_text(folder / MANIFEST, json.dumps({"files": files}, indent=1, sort_keys=True))
+
+
+def verify(folder: Path, names: Iterable[str] | None = None, full: bool = False) -> None:
+    """Raise :class:`CacheDamaged` naming the first file of ``names`` (default: all recorded)
+    that is missing or differs from its manifest entry."""
+    folder = Path(folder)
+    files = read_manifest(folder)
+    for name in files if names is None else names:
+        path = folder / name
+        if name not in files:
+            raise CacheDamaged(path, "not recorded in the manifest")
+        record = files[name]
+        if not path.exists():
+            raise CacheDamaged(path, "missing")
+        stat = path.stat()
+        if stat.st_size != record["size"]:
+            raise CacheDamaged(path, f"size {stat.st_size} bytes, {record['size']} when written (truncated or rewritten)")
+        if full or stat.st_mtime_ns != record["mtime_ns"]:
+            if sha256_of(path) != record["sha256"]:
+                raise CacheDamaged(path, "contents changed since it was written (checksum mismatch)")
+
+
+def publish_folder(target: Path, write: Callable[[Path], None]) -> Path:
+    """Fill a fresh version folder with ``write(folder)``, record every file in its manifest,
+    then point the link ``target`` at it in one rename. Returns ``target``."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    version = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    link = target.parent / f".{target.name}.link-{version.name.rsplit('.', 1)[-1]}"
+    previous = target.resolve() if target.is_symlink() else None
+    try:
+        write(version)
+        record_files(version, sorted(p.name for p in version.iterdir() if p.is_file() and p.name != MANIFEST))
+        os.chmod(version, 0o755)  # mkdtemp makes folders private; the cache is meant to be shared
+        link.symlink_to(version.name)
+        if target.exists() and not target.is_symlink():  # a folder written by an older interp
+            shutil.rmtree(target)
+        os.replace(link, target)
+    except BaseException:
+        shutil.rmtree(version, ignore_errors=True)
+        link.unlink(missing_ok=True)
+        raise
+    if previous is not None and previous != version.resolve():
+        shutil.rmtree(previous, ignore_errors=True)
+    return target

@@ -1,0 +1,63 @@
+"""Replaying a forward pass from a layer.
+
+An intervention on heads of layer ``L`` and above cannot change the residual stream entering
+``L``, so the clean run's ``blocks.{L}.hook_resid_pre`` is kept and only blocks ``L..`` are run
+again, with the unembedding applied at the answer positions alone. Single-head sweeps and the
+ablation study both run on this, batch by batch, with the batches of the clean run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import einops
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from .batching import Hook, PaddedBatch
+from .bridge import act_name, run_from_layer, unembed_residual
+from .teacher_forcing import answer_slice, score_answer
+
+ScoreRow = tuple[bool, float, float, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class CleanBatch:
+    """One batch's clean run: its scores, and the residual stream entering each kept layer."""
+
+    batch: PaddedBatch
+    residuals: dict[int, Float[Tensor, "batch pos d_model"]]
+    rows: list[ScoreRow]
+
+
+def run_clean(model, batch: PaddedBatch, layers: Iterable[int]) -> CleanBatch:
+    """Score ``batch`` without intervention, keeping ``hook_resid_pre`` of ``layers``."""
+    layers = sorted(set(layers))
+    names = {act_name("resid_pre", layer) for layer in layers}
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(batch.tokens.to(model.cfg.device), names_filter=lambda n: n in names)
+    rows = [score_answer(logits[row, answer_slice(p)], p.answer_ids, p.end_ids) for row, p in enumerate(batch.items)]
+    return CleanBatch(batch, {layer: cache[act_name("resid_pre", layer)] for layer in layers}, rows)
+
+
+def replay(model, clean: CleanBatch, layer: int, fwd_hooks: Sequence[Hook] = (), copies: int = 1) -> list[list[ScoreRow]]:
+    """Scores of the batch with blocks ``layer..`` run again under ``fwd_hooks``.
+
+    ``copies`` stacks the batch that many times along the batch axis (hooks see rows
+    ``[i * len(batch), (i + 1) * len(batch))`` as copy ``i``); returns one list of rows per copy."""
+    if layer not in clean.residuals:
+        raise ValueError(f"layer {layer}: the clean run kept only layers {sorted(clean.residuals)}")
+    residual = einops.repeat(clean.residuals[layer], "batch pos d_model -> (copies batch) pos d_model", copies=copies)
+    final = run_from_layer(model, residual, layer, fwd_hooks)
+    n = len(clean.batch)
+    out = []
+    with torch.no_grad():
+        for copy in range(copies):
+            rows = []
+            for row, p in enumerate(clean.batch.items):
+                logits = unembed_residual(model, final[copy * n + row, answer_slice(p)])
+                rows.append(score_answer(logits, p.answer_ids, p.end_ids))
+            out.append(rows)
+    return out

@@ -1,0 +1,32 @@
+"""Uncertainty of the numbers the tables report."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Sequence
+
+
+def binomial_stderr(p: float, n: int) -> float:
+    """Standard error of a proportion ``p`` measured on ``n`` independent trials (NaN for n = 0)."""
+    return math.sqrt(p * (1 - p) / n) if n else float("nan")
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a proportion: unlike p ± 1.96 s.e. it stays inside [0, 1] and is
+    not empty at 0 / n or n / n, where small evaluations often land."""
+    if n == 0:
+        return float("nan"), float("nan")
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def mean_and_sem(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and its standard error (0 for a single value, NaN for none)."""
+    if not values:
+        return float("nan"), float("nan")
+    mean = statistics.fmean(values)
+    sem = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+    return mean, sem

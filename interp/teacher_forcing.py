@@ -1,0 +1,119 @@
+"""Exact match by teacher forcing: one forward pass per batch decides it for every prompt.
+
+Greedy generation reproduces an answer exactly iff, with the correct answer fed in, the argmax at
+every answer position is the next answer token and the argmax after the last one ends the answer.
+So one pass over prompt + answer scores a whole batch, where ``generate`` needs a pass per token.
+:class:`AnswerScores` (one entry per prompt) is the result type of every teacher-forced
+measurement in the toolkit: synthetic tasks, realistic tasks, sweeps and training evaluation;
+:class:`Accuracy` is its summary, the numbers a results row reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+import torch
+from jaxtyping import Bool, Float
+from torch import Tensor
+
+from .batching import Hook, forward_logits, in_input_order, pad_token_id, padded_batches
+from .lm import context_length
+from .prompts import EncodedPrompt
+from .stats import binomial_stderr
+
+
+@dataclass(frozen=True)
+class AnswerScores:
+    """Per-prompt results. ``predictions[i]`` (kept on request) holds the argmax at each answer
+    position of prompt ``i`` plus the position after the answer, where an end token is expected."""
+
+    correct: Bool[Tensor, " batch"]
+    token_accuracy: Float[Tensor, " batch"]
+    mean_logprob: Float[Tensor, " batch"]  # mean log-probability of the answer tokens
+    predictions: tuple[tuple[int, ...], ...] | None = field(default=None, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.correct)
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct.float().mean().item() if len(self) else float("nan")
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[tuple[bool, float, float, tuple[int, ...]]], keep_predictions: bool = False) -> "AnswerScores":
+        """From ``(exact, token accuracy, mean log-prob, predictions)`` per prompt."""
+        correct, token_accuracy, mean_logprob, predictions = zip(*rows) if rows else ((), (), (), ())
+        return cls(torch.tensor(correct, dtype=torch.bool), torch.tensor(token_accuracy, dtype=torch.float),
+                   torch.tensor(mean_logprob, dtype=torch.float), tuple(predictions) if keep_predictions else None)
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """The summary a results row reports: exact match with its binomial standard error."""
+
+    n_examples: int
+    accuracy: float
+    stderr: float
+    mean_logprob: float
+    token_accuracy: float
+
+    @classmethod
+    def of(cls, scores: AnswerScores) -> "Accuracy":
+        n = len(scores)
+        nan = float("nan")
+        return cls(n, scores.accuracy, binomial_stderr(scores.accuracy, n),
+                   scores.mean_logprob.mean().item() if n else nan, scores.token_accuracy.mean().item() if n else nan)
+
+    def as_row(self) -> dict:
+        return asdict(self)
+
+
+def answer_slice(p: EncodedPrompt) -> slice:
+    """Positions whose logits predict the answer tokens and the end marker after them."""
+    return slice(p.answer_start - 1, p.answer_start + len(p.answer_ids))
+
+
+def score_answer(predicting: Float[Tensor, "n_plus_1 d_vocab"], answer_ids: Sequence[int],
+                 end_ids: frozenset[int]) -> tuple[bool, float, float, tuple[int, ...]]:
+    """(exact match, token accuracy, mean answer log-prob, argmaxes) from the logits at the
+    positions that predict each answer token plus the one after (which must predict an end)."""
+    predicting = predicting.float()
+    n = len(answer_ids)
+    answer = torch.tensor(answer_ids, device=predicting.device)
+    predicted = predicting.argmax(-1)
+    hits = predicted[:n] == answer
+    log_probs = predicting[:n].log_softmax(-1).gather(-1, answer[:, None]).squeeze(-1)
+    exact = bool(hits.all()) and predicted[n].item() in end_ids
+    return exact, hits.float().mean().item(), log_probs.mean().item(), tuple(predicted.tolist())
+
+
+def scores_from_logits(logits: Float[Tensor, "batch pos d_vocab"], batch: Sequence[EncodedPrompt],
+                       keep_predictions: bool = False) -> AnswerScores:
+    """Scores of each prompt + answer of ``batch`` from its row of logits."""
+    rows = [score_answer(logits[row, answer_slice(p)], p.answer_ids, p.end_ids) for row, p in enumerate(batch)]
+    return AnswerScores.from_rows(rows, keep_predictions)
+
+
+def check_context(model, encoded: Sequence[EncodedPrompt]) -> None:
+    """Fail early, with the sizes, when a prompt + answer does not fit the model's context."""
+    n_ctx = context_length(model)
+    longest = max((len(p.ids) for p in encoded), default=0)
+    if n_ctx is not None and longest > n_ctx:
+        raise ValueError(f"the longest prompt + answer has {longest} tokens but the model's context (cfg.n_ctx) is "
+                         f"{n_ctx}: use shorter lengths, fewer shots or a model with a longer context")
+
+
+def teacher_forced_scores(model, encoded: Sequence[EncodedPrompt], batch_size: int = 8, fwd_hooks: Sequence[Hook] = (),
+                          progress: bool | str = True, keep_predictions: bool = False) -> AnswerScores:
+    """Teacher-forced scores of ``encoded`` prompts in their order; ``fwd_hooks`` are active in
+    every batch (ablations)."""
+    check_context(model, encoded)
+    rows_by_batch = []
+    batches = padded_batches(encoded, batch_size, pad_token_id(model.tokenizer),
+                             progress=progress if isinstance(progress, str) else progress and "teacher forcing")
+    for batch in batches:
+        logits = forward_logits(model, batch.tokens, fwd_hooks)
+        rows_by_batch.append((batch.indices, [score_answer(logits[row, answer_slice(p)], p.answer_ids, p.end_ids)
+                                              for row, p in enumerate(batch.items)]))
+    return AnswerScores.from_rows(in_input_order(len(encoded), rows_by_batch), keep_predictions)

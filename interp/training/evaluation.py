@@ -1,0 +1,63 @@
+"""Evaluation during training, through the same ``interp.evaluate.evaluate_task`` every analysis
+uses: :class:`HFForward` shows a plain Hugging Face model the way the evaluators see a bridge
+(the :class:`interp.lm.LanguageModel` protocol), so training and analyses score exactly alike."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, Sequence
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from ..evaluate import evaluate_task
+from ..lm import LMConfig
+from .config import Precision, TrainConfig
+
+
+class HFForward:
+    """An HF model seen the way ``interp.evaluate`` sees a bridge: ``cfg.device``,
+    ``cfg.default_prepend_bos``, ``tokenizer`` and ``model(tokens) -> logits``."""
+
+    def __init__(self, model, tokenizer, prepend_bos: bool, precision: Precision = "fp32"):
+        self.model = model
+        self.tokenizer = tokenizer
+        config = getattr(model, "config", None)
+        n_ctx = getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
+        self.cfg = LMConfig(next(model.parameters()).device, prepend_bos, n_ctx)
+        self.precision = precision
+
+    def __call__(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_vocab"]:
+        with autocast_context(self.cfg.device, self.precision)():
+            tokens = tokens.to(self.cfg.device)
+            # An all-ones mask is what the bridge computes with (right padding is harmless to a
+            # causal model); passing it only stops HF warning that padding might be attended.
+            return self.model(input_ids=tokens, attention_mask=torch.ones_like(tokens)).logits.float()
+
+
+def autocast_context(device: torch.device, precision: Precision) -> Callable[[], contextlib.AbstractContextManager]:
+    if precision == "fp32":
+        return contextlib.nullcontext
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return lambda: torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def evaluate_lengths(model, tokenizer, config: TrainConfig, split: str, lengths: Sequence[int],
+                     vocabulary: Sequence[str], prepend_bos: bool, n_examples: int | None = None) -> list[dict]:
+    """Exact match at each length through ``evaluate_task``; one row per length."""
+    view = HFForward(model, tokenizer, prepend_bos, config.precision)
+    was_training = model.training
+    model.eval()
+    rows = []
+    try:
+        for length in lengths:
+            result = evaluate_task(view, config.spec, length, n_examples or config.eval_examples,
+                                   seed=config.eval_seed, prompt_config=config.prompt_config(prepend_bos),
+                                   vocabulary=vocabulary, batch_size=config.eval_batch_size, progress=False)
+            rows.append({"split": split, "length": length, "accuracy": result.accuracy,
+                         "loss": -result.mean_logprob, "token_accuracy": result.token_accuracy,
+                         "n_examples": result.n_examples, "stderr": result.stderr})
+    finally:
+        model.train(was_training)
+    return rows

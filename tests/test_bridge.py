@@ -1,0 +1,80 @@
+"""interp.bridge, the one module that touches TransformerLens beyond its public API: each private
+name it relies on still exists (a TransformerLens upgrade that renames one fails here, loudly),
+and the helpers built on them do what they promise."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from interp import bridge as tl
+
+ROOT = Path(__file__).resolve().parents[1]
+PRIVATE_PATTERNS = (r"\._modules\[", r"_weights_processed", r"\.sources\.", r"\breal_components\b",
+                    r"postprocess_weights", r"distribute_weights_to_components")
+
+
+def test_private_transformer_lens_names_still_exist(tiny_llama):
+    """Every name of ``PRIVATE_NAMES``: if this fails after an upgrade, adapt interp/bridge.py."""
+    from transformer_lens.weight_processing import ProcessWeights
+
+    assert isinstance(tiny_llama._weights_processed, bool)
+    assert {"embed", "blocks", "unembed"} <= set(tiny_llama.real_components)
+    assert callable(tiny_llama.adapter.postprocess_weights)
+    assert callable(ProcessWeights.distribute_weights_to_components)
+    assert len(tl.PRIVATE_NAMES) == 4
+
+
+def test_only_the_bridge_module_touches_private_names():
+    offenders = []
+    for path in (ROOT / "interp").rglob("*.py"):
+        if path.name == "bridge.py" and path.parent.name == "interp":
+            continue
+        text = path.read_text()
+        offenders += [f"{path.relative_to(ROOT)}: {p}" for p in PRIVATE_PATTERNS if re.search(p, text)]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("fixture", ["tiny_llama", "tiny_gpt2"])
+def test_hook_names_exist(fixture, request):
+    model = request.getfixturevalue(fixture)
+    for name in ("pattern", "z", "q", "k", "v", "attn_scores", "resid_pre"):
+        assert tl.act_name(name, 1) in model.hook_dict, name
+    keep = tl.is_act("pattern")
+    assert keep("blocks.0.attn.hook_pattern") and not keep("blocks.0.attn.hook_z")
+
+
+def test_run_until_stops_after_the_hook(tiny_llama):
+    fired: list[str] = []
+
+    def recorder(name):
+        return lambda value, hook: fired.append(name)
+
+    names = [tl.act_name("resid_pre", 0), tl.act_name("pattern", 0), tl.act_name("resid_pre", 1)]
+    tl.run_until(tiny_llama, torch.tensor([[3, 4, 5]]), names[1], [(n, recorder(n)) for n in names])
+    assert fired == names[:2]  # block 1 never ran
+    with pytest.raises(ValueError, match="no hook 'blocks.0.hook_nowhere'"):
+        tl.run_until(tiny_llama, torch.tensor([[3, 4, 5]]), "blocks.0.hook_nowhere", [])
+
+
+@pytest.mark.parametrize("fixture", ["tiny_llama", "tiny_gpt2"])
+def test_run_from_layer_reproduces_the_full_pass(fixture, request):
+    model = request.getfixturevalue(fixture)
+    tokens = torch.tensor([[3, 7, 11, 5, 3, 7]])
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(tokens, names_filter=lambda n: n == tl.act_name("resid_pre", 1))
+        final = tl.run_from_layer(model, cache[tl.act_name("resid_pre", 1)], 1)
+        replayed = tl.unembed_residual(model, final[0])
+    assert torch.allclose(replayed, logits[0], atol=1e-5)
+    originals = [block.original_component for block in model.blocks]
+    assert all(not isinstance(o, type(None)) and o.__class__.__name__ != "_PassThrough" for o in originals)
+    with torch.no_grad():  # the bypass is undone: a plain pass still runs every block
+        assert torch.equal(model(tokens), logits)
+
+
+def test_weights_are_contiguous_after_processing(tiny_gpt2):
+    assert tl.weights_processed(tiny_gpt2)
+    assert all(p.is_contiguous() for p in tiny_gpt2.parameters())

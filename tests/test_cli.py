@@ -1,0 +1,123 @@
+"""Every script refuses a mistake with one line naming the argument and exit code 2, before any
+model work; problems only the loaded model can show (its context, its number of heads) too."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "analyses"))
+
+TINY = ["--model", "tiny-llama", "--device", "cpu", "--quiet"]
+
+
+def refused(main, argv, capsys) -> str:
+    """The error line a script prints for ``argv`` (it must exit with code 2)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("script, argv, fragment", [
+    ("ablate_heads", ["--n", "0"], "argument --n: expected an integer >= 1, got '0'"),
+    ("ablate_heads", ["--tasks", ""], "argument --tasks: no tasks"),
+    ("ablate_heads", ["--tasks", "UF,XX"], "argument --tasks: unknown ['XX']"),
+    ("ablate_heads", ["--score-sequences", "0"], "argument --score-sequences: expected an integer >= 1"),
+    ("ablate_heads", ["--kinds", "zero,half"], "argument --kinds: unknown ['half']"),
+    ("ablate_heads", ["--out", "/etc/hostname/results"], "argument --out: cannot write into '/etc/hostname/results'"),
+    ("directional_bias", ["--tasks", ""], "argument --tasks: no tasks"),
+    ("directional_bias", ["--lengths", "20-5"], "argument --lengths: range '20-5' is empty"),
+    ("head_sweep", ["--task", "UX"], "argument --task: unknown task 'UX'"),
+    ("head_sweep", ["--heads", "1.x"], "--heads: cannot read head '1.x'"),
+    ("score_heads", ["--tasks", ""], "argument --tasks: no tasks"),
+    ("finetune", ["--train-lengths", "20-5"], "argument --train-lengths: range '20-5' is empty"),
+    ("finetune", ["--adapter-out", "adapters/x"], "argument --adapter-out: needs --lora"),
+    ("git_history", ["--tasks", "revert,rebase"], "argument --tasks: unknown ['rebase']"),
+    ("lorem_ipsum", ["--paragraphs", "0"], "argument --paragraphs: expected an integer >= 1"),
+    ("train_from_scratch", ["--positional", "sinusoidal"], "argument --positional: unknown ['sinusoidal']"),
+    ("theory_table", ["--n", "-1"], "argument --n: expected an integer >= 1"),
+    ("make_figures", ["--results", "/nonexistent"], "argument --results: '/nonexistent' is not a folder"),
+])
+def test_bad_arguments_are_refused_before_any_model_work(script, argv, fragment, capsys, monkeypatch):
+    module = __import__(script)  # imported first: it binds the real loader, which the test then replaces
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(module, "load_model_from_args", no_model, raising=False)
+    assert fragment in refused(module.main, argv, capsys)
+
+
+@pytest.mark.parametrize("script, argv, fragment", [
+    ("ablate_heads", ["--k", "9"], "argument --k: k=9 heads per set, but the model has only 8 heads"),
+    ("ablate_heads", ["--k", "3"], "argument --k: k=3: the random-head control needs 3 heads outside"),
+    ("head_sweep", ["--task", "UR", "--length", "700"], "argument --length: the longest prompt + answer has"),
+    ("head_sweep", ["--heads", "2.0"], "--heads: head 2.0 is out of range"),
+    ("directional_bias", ["--tasks", "UR", "--lengths", "600"], "argument --lengths: UR at length 600"),
+    ("ablate_heads", ["--adapter", "ub"], "--adapter: "),
+])
+def test_what_only_the_model_can_tell_is_refused_before_scoring(script, argv, fragment, capsys, monkeypatch, tmp_path):
+    import interp.experiments
+
+    def no_scoring(*args, **kwargs):
+        raise AssertionError("scoring started before the arguments were checked")
+
+    monkeypatch.setattr(interp.experiments, "score_heads", no_scoring)
+    module = __import__(script)
+    argv = [*TINY, "--out", str(tmp_path), *argv]
+    if script == "ablate_heads" and "--adapter" in argv:  # the library's error becomes the script's one line
+        from interp.cli import run
+
+        assert run(module.main, argv) == 2
+        assert "trained on 'smollm2-135m', not on 'tiny-llama'" in capsys.readouterr().err
+        return
+    assert fragment in refused(module.main, argv, capsys)
+
+
+def test_a_corrupt_checkpoint_names_the_file_and_the_way_out(tmp_path):
+    from interp.models import load_hf_model
+    from interp.training import CHECKPOINT_NAME, CheckpointUnreadable, TrainConfig, train
+
+    model, tokenizer = load_hf_model("tiny-gpt2")
+    config = TrainConfig(task="UF", train_lengths=(3,), id_lengths=(3,), ood_lengths=(4,), steps=2, batch_size=2,
+                         eval_examples=0, n_shots=0)
+    (tmp_path / CHECKPOINT_NAME).write_bytes(b"\x80\x04 not a checkpoint")
+    with pytest.raises(CheckpointUnreadable, match=rf"{CHECKPOINT_NAME} cannot be read .*--no-resume"):
+        train(model, tokenizer, config, tmp_path, progress=False)
+
+
+def test_an_adapter_for_another_base_model_is_refused():
+    from interp.adapters import merge_adapter
+    from interp.models import load_hf_model
+
+    model, _ = load_hf_model("tiny-llama")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match="trained on 'smollm2-135m', not on 'tiny-llama'"):
+        merge_adapter(model, "ub", base_model="tiny-llama")
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # nothing merged
+
+
+def test_a_binary_results_file_is_named(tmp_path):
+    from interp.results import read_csv
+
+    path = tmp_path / "ablation.csv"
+    path.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(ValueError, match=r"ablation\.csv is not a readable CSV table"):
+        read_csv(path)
+
+
+def test_heads_must_be_whole_numbers_and_sweeps_unique(tiny_llama):
+    from interp.heads import validate_heads
+    from interp.sweep import head_sweep
+
+    with pytest.raises(ValueError, match="1.7 is not a whole-number index"):
+        validate_heads([(1.7, 0)])
+    with pytest.raises(ValueError, match="each head may be swept once; the list repeats 1.2"):
+        head_sweep(tiny_llama, [], heads=[(1, 2), (0, 1), (1, 2)], progress=False)
