@@ -11,11 +11,12 @@ from __future__ import annotations
 import sys
 
 from interp.ablation import ABLATION_KINDS
-from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, fail, int_list, load_model_from_args,
-                        name_list, positive_int, positive_int_list, results_suffix, run, task_list)
-from interp.experiments import (ABLATION_COLUMNS, AblationConfig, ablation_study, ablation_summary, check_ablation_inputs,
-                                study_head_scores)
-from interp.prompts import PromptConfig
+from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail, int_list,
+                        load_model_from_args, name_list, positive_int, positive_int_list, prompt_config_from_args,
+                        results_suffix, run, source_from_args, task_list)
+from interp.datasets import PaperData
+from interp.experiments import (ABLATION_COLUMNS, AblationConfig, ablation_study, ablation_summary,
+                                check_ablation_inputs, study_head_scores)
 from interp.results import RowJournal, to_markdown, write_table
 
 
@@ -24,8 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     add_model_args(parser)
     add_output_args(parser)
     add_prompt_args(parser)
+    add_source_args(parser)
     parser.add_argument("--tasks", type=task_list, default=["UF", "UB", "UR", "UL"], help="comma-separated tasks (default: UF,UB,UR,UL)")
-    parser.add_argument("--lengths", type=positive_int_list, default=[10], help="task lengths (default: 10)")
+    parser.add_argument("--lengths", type=positive_int_list, default=None,
+                        help="task lengths (default: 10; with --data: every length the files hold for all tasks)")
     parser.add_argument("--k", type=positive_int, default=10, help="heads per ablated set (default: 10, as the paper)")
     parser.add_argument("--n", type=positive_int, default=30, help="examples per task and length (default: 30)")
     parser.add_argument("--kinds", type=name_list(ABLATION_KINDS, "ablation kinds", allow_all=False), default=list(ABLATION_KINDS),
@@ -35,16 +38,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--score-sequences", type=positive_int, default=100, help="repeated random sequences for head scores")
     parser.add_argument("--batch-size", type=positive_int, default=8)
     args = parser.parse_args(argv)
+    source = source_from_args(parser, args, args.tasks)
+    lengths = args.lengths or [10]
+    if isinstance(source, PaperData):
+        lengths = args.lengths or sorted(set.intersection(*(set(source.lengths(t)) for t in args.tasks)))
+        if not lengths:
+            fail(parser, "--data", f"the files hold no length common to all of {', '.join(args.tasks)}")
 
-    config = AblationConfig(tasks=tuple(args.tasks), lengths=tuple(args.lengths), k=args.k, n_examples=args.n,
+    config = AblationConfig(tasks=tuple(args.tasks), lengths=tuple(lengths), k=args.k, n_examples=args.n,
                             kinds=tuple(args.kinds), random_seeds=tuple(args.random_seeds), seed=args.seed,
-                            batch_size=args.batch_size,
-                            prompt_config=PromptConfig(n_shots=args.shots, template=args.template))
+                            batch_size=args.batch_size, prompt_config=prompt_config_from_args(parser, args),
+                            source=source)
     model = load_model_from_args(args)
     try:
         check_ablation_inputs(model, config)
     except ValueError as err:
-        fail(parser, "--k" if "k=" in str(err) else "--lengths", str(err))
+        message = str(err)
+        fail(parser, "--k" if "k=" in message else "--data" if "--data" in message else "--n" if "--n" in message
+             else "--lengths", message.removeprefix("--data: ").removeprefix("--n "))
     suffix = results_suffix(args)
     progress = not args.quiet
 
@@ -56,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
     stem = args.out / f"ablation{suffix}"
     run_config = {"config": config.as_dict(), "model": args.model, "adapter": args.adapter, "dtype": args.dtype,
-                  "score_sequences": args.score_sequences}
+                  "score_sequences": args.score_sequences, "scoring": "teacher-forced exact match (interp.teacher_forcing)"}
     journal = RowJournal(stem, run_config)
     if journal.done():
         print(f"resuming: {len(journal.done())} finished cells in {journal.path}")

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import sys
 
-from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, fail, load_model_from_args, positive_int,
-                        positive_int_list, results_suffix, run, task_list)
-from interp.experiments import DIRECTIONAL_COLUMNS, check_directional_inputs, directional_bias, pair_table
-from interp.prompts import PromptConfig
+from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
+                        load_model_from_args, positive_int, positive_int_list, prompt_config_from_args, results_suffix,
+                        run, source_from_args, task_list)
+from interp.experiments import (DIRECTIONAL_COLUMNS, check_directional_inputs, directional_bias, over_templates,
+                                pair_table)
 from interp.results import RowJournal, to_markdown, write_table
 from interp.tasks import get_task
 
@@ -23,33 +24,51 @@ def main(argv: list[str] | None = None) -> int:
     add_model_args(parser)
     add_output_args(parser)
     add_prompt_args(parser)
+    add_source_args(parser)
     parser.add_argument("--tasks", type=task_list, default="all", help="comma-separated tasks or 'all' (default)")
-    parser.add_argument("--lengths", type=positive_int_list, default=[10, 20, 50, 100],
-                        help="lengths (default: 10,20,50,100; unique copying past the vocabulary is reported as n/a)")
+    parser.add_argument("--lengths", type=positive_int_list, default=None,
+                        help="lengths (default: 10,20,50,100; unique copying past the vocabulary is reported as n/a; "
+                             "with --data: the files' lengths)")
     # 20 examples keep the default run (40 task x length cells) near 10 CPU minutes
     parser.add_argument("--n", type=positive_int, default=20, help="examples per task and length (default: 20)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=positive_int, default=8)
+    parser.add_argument("--every-template", action="store_true",
+                        help="evaluate each task under every template of the protocol and average (the paper's figures); "
+                             "default with --protocol paper and no --template")
     args = parser.parse_args(argv)
+    if args.data and args.lengths:
+        fail(parser, "--lengths", "the lengths come from the --data files; leave --lengths out")
 
     tasks = [get_task(t) for t in args.tasks]
-    config = PromptConfig(n_shots=args.shots, template=args.template)
+    config = prompt_config_from_args(parser, args)
+    every_template = args.every_template or (args.protocol == "paper" and args.template is None)
+    source = source_from_args(parser, args, args.tasks)
+    lengths = args.lengths or [10, 20, 50, 100]
     model = load_model_from_args(args)
     try:
-        check_directional_inputs(model, tasks, args.lengths, args.n, args.seed, config)
+        check_directional_inputs(model, tasks, lengths, args.n, args.seed, config, source=source,
+                                 every_template=every_template)
     except ValueError as err:
-        fail(parser, "--lengths", str(err))
+        fail(parser, "--n" if err.args and "--n" in str(err) else "--lengths", str(err))
     suffix = results_suffix(args)
     stem = args.out / f"directional_bias{suffix}"
     run_config = {"model": args.model, "adapter": args.adapter, "dtype": args.dtype, "tasks": args.tasks,
-                  "lengths": args.lengths, "n": args.n, "seed": args.seed, "prompt_config": config}
+                  "lengths": lengths, "n": args.n, "seed": args.seed, "prompt_config": config,
+                  "every_template": every_template, "source": source.describe()}
     journal = RowJournal(stem, run_config)
-    rows = directional_bias(model, tasks, args.lengths, args.n, args.seed, config, batch_size=args.batch_size,
-                            progress=not args.quiet, log=print, journal=journal)
+    rows = directional_bias(model, tasks, lengths, args.n, args.seed, config, batch_size=args.batch_size,
+                            progress=not args.quiet, log=print, journal=journal, source=source,
+                            every_template=every_template)
     pairs = pair_table(rows)
     write_table(pairs, args.out / f"directional_pairs{suffix}", metadata=journal.config)
+    if every_template:
+        write_table(over_templates(rows), args.out / f"directional_templates{suffix}", metadata=journal.config)
     journal.finish(rows, DIRECTIONAL_COLUMNS, metadata=journal.config)
-    print(to_markdown(rows, ["task", "length", "n_examples", "accuracy", "stderr", "note"]))
+    print(to_markdown(rows, ["task", "length", "template", "n_examples", "accuracy", "stderr", "note"]))
+    if every_template:
+        print(to_markdown(over_templates(rows), ["task", "length", "n_templates", "accuracy", "template_sd",
+                                                 "template_min", "template_max"]))
     print(to_markdown(pairs))
     return 0
 

@@ -24,8 +24,8 @@ import torch
 from interp.adapters import LoraSettings
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, fail, fraction, non_negative_int,
                         positive_int, positive_int_list, run, task_name)
-from interp.training import PRECISIONS, SCHEDULES, TrainConfig, finetune
 from interp.tasks import TASK_NAMES
+from interp.training import PRECISIONS, SCHEDULES, TrainConfig, finetune
 
 
 def build_parser() -> Parser:

@@ -9,12 +9,14 @@ from __future__ import annotations
 import sys
 
 from interp.ablation import ABLATION_KINDS, compute_head_means
-from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, fail, load_model_from_args, positive_int,
-                        results_suffix, run, task_name)
+from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
+                        load_model_from_args, positive_int, prompt_config_from_args, results_suffix, run,
+                        source_from_args, task_name)
+from interp.datasets import Generated, PaperData
 from interp.evaluate import resolve_prepend_bos, task_prompts
 from interp.heads import parse_heads
 from interp.naming import model_name
-from interp.prompts import PromptConfig, encode_prompts
+from interp.prompts import encode_prompts
 from interp.results import write_table
 from interp.sweep import head_sweep
 from interp.tasks import TASK_NAMES, get_task
@@ -26,8 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     add_model_args(parser)
     add_output_args(parser)
     add_prompt_args(parser)
+    add_source_args(parser)
     parser.add_argument("--task", default="UF", type=task_name, help=f"one of {', '.join(TASK_NAMES)}")
-    parser.add_argument("--length", type=positive_int, default=10)
+    parser.add_argument("--length", type=positive_int, default=None,
+                        help="task length (default: 10; with --data: the first length the files hold)")
     parser.add_argument("--n", type=positive_int, default=16, help="examples (default: 16)")
     parser.add_argument("--kind", default="zero", choices=ABLATION_KINDS)
     parser.add_argument("--heads", default=None, help="only these heads, LAYER.HEAD comma-separated (default: all)")
@@ -40,8 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(err))
 
     spec = get_task(args.task)
+    config = prompt_config_from_args(parser, args)
+    source = source_from_args(parser, args, [spec.name])
+    length = args.length or (source.lengths(spec.name)[0] if isinstance(source, PaperData) else 10)
     model = load_model_from_args(args)
-    config = PromptConfig(n_shots=args.shots, template=args.template)
     bos = resolve_prepend_bos(model, config)
     if heads is not None:
         try:
@@ -49,17 +55,19 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as err:
             parser.error(str(err))
     try:
-        encoded = encode_prompts(model.tokenizer, task_prompts(model, spec, args.length, args.n, args.seed, config), bos)
+        encoded = encode_prompts(model.tokenizer, task_prompts(model, spec, length, args.n, args.seed, config, source=source), bos)
         check_context(model, encoded)
     except ValueError as err:
         fail(parser, "--length", str(err))
     means = None
-    if args.kind == "mean":
-        reference = encode_prompts(model.tokenizer, task_prompts(model, spec, args.length, args.n, args.seed + 10_000, config), bos)
+    if args.kind == "mean":  # a reference of generated prompts over the same items, with a seed of its own
+        reference_prompts = task_prompts(model, spec, length, args.n, args.seed + 10_000, config,
+                                         source=Generated(source.items(spec), args.repeats))
+        reference = encode_prompts(model.tokenizer, reference_prompts, bos)
         means = compute_head_means(model, reference, progress=not args.quiet)
     result = head_sweep(model, encoded, heads, kind=args.kind, means=means, batch_size=args.batch_size,
                         progress=not args.quiet)
-    rows = result.rows(spec.name, args.length, model_name(model))
+    rows = result.rows(spec.name, length, model_name(model))
     write_table(rows, args.out / f"head_sweep{results_suffix(args)}", metadata={"args": vars(args)})
     worst = sorted(rows, key=lambda r: r["delta_logprob"])[:10]
     print(f"clean accuracy {result.clean.accuracy:.3f}; heads whose ablation hurts {spec.name} most (log-prob):")

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import sys
 
-from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, fail, load_model_from_args, name_list,
-                        positive_int, positive_int_list, results_suffix, run)
-from interp.experiments import AblationConfig, ablation_prompt_sets, add_task_attention, check_ablation_inputs
-from interp.prompts import PromptConfig
+from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
+                        load_model_from_args, name_list, positive_int, positive_int_list, prompt_config_from_args,
+                        results_suffix, run, source_from_args)
+from interp.experiments import (AblationConfig, ablation_prompt_sets, add_task_attention, check_ablation_inputs)
 from interp.results import to_markdown, write_table
 from interp.scoring import score_heads
 from interp.tasks import TASK_NAMES
@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     add_model_args(parser)
     add_output_args(parser)
     add_prompt_args(parser)
+    add_source_args(parser)
     parser.add_argument("--n", type=positive_int, default=100, help="repeated random sequences (default: 100, as the paper)")
     parser.add_argument("--half-length", type=positive_int, default=50, help="tokens per copy (default: 50)")
     parser.add_argument("--bos", action="store_true", help="prefix each probe with BOS (the paper does not)")
@@ -38,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
 
     model = load_model_from_args(args)
     config = AblationConfig(tasks=tasks or ("UF",), lengths=tuple(args.lengths), n_examples=args.task_n, seed=args.seed,
-                            prompt_config=PromptConfig(n_shots=args.shots, template=args.template), random_seeds=())
+                            prompt_config=prompt_config_from_args(parser, args), random_seeds=(),
+                            source=source_from_args(parser, args, tasks or ["UF"]))
     if tasks:
         try:
             check_ablation_inputs(model, config)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from interp.cli import (Parser, add_model_args, add_prompt_args, fail, load_model_from_args, non_negative_int, positive_int,
-                        run, task_name)
+from interp.cli import (Parser, add_model_args, add_prompt_args, add_source_args, fail, load_model_from_args,
+                        non_negative_int, positive_int, prompt_config_from_args, run, source_from_args, task_name)
+from interp.datasets import PaperData
 from interp.heads import parse_heads
-from interp.prompts import PromptConfig
 from interp.tasks import TASK_NAMES
 from interp.viz import VIEW_KINDS, attention_view, save_attention_view
 
@@ -26,9 +26,11 @@ def build_parser() -> Parser:
     parser = Parser(__doc__)
     add_model_args(parser)
     add_prompt_args(parser)
+    add_source_args(parser)
     parser.add_argument("--task", required=True, type=task_name, help=f"one of {', '.join(TASK_NAMES)}")
     parser.add_argument("--heads", required=True, help="heads as LAYER.HEAD, comma-separated, e.g. 18.6,17.3")
-    parser.add_argument("--length", type=positive_int, default=10, help="task length (default 10)")
+    parser.add_argument("--length", type=positive_int, default=None,
+                        help="task length (default 10; with --data: the first length the files hold)")
     parser.add_argument("--example", type=non_negative_int, default=0, help="index of the seeded example (default 0)")
     parser.add_argument("--seed", type=int, default=0, help="example seed (default 0)")
     parser.add_argument("--view", default="heads", choices=VIEW_KINDS,
@@ -47,12 +49,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(err))
     if not heads:
         fail(parser, "--heads", "no heads given (expected e.g. 18.6,17.3)")
+    config = prompt_config_from_args(parser, args)
+    source = source_from_args(parser, args, [args.task])
+    length = args.length or (source.lengths(args.task)[0] if isinstance(source, PaperData) else 10)
     model = load_model_from_args(args)
     try:
         heads = parse_heads(heads, model.cfg.n_layers, model.cfg.n_heads, name="--heads")
-        view = attention_view(model, args.task, heads, length=args.length, example=args.example, seed=args.seed,
-                              prompt_config=PromptConfig(n_shots=args.shots, template=args.template),
-                              append_answer=not args.no_answer, model_name=args.model)
+        view = attention_view(model, args.task, heads, length=length, example=args.example, seed=args.seed,
+                              prompt_config=config, append_answer=not args.no_answer, model_name=args.model,
+                              source=source)
     except ValueError as err:
         parser.error(str(err))
     out = Path(args.out) if args.out else ROOT / "figures" / f"attention_{args.task}.html"

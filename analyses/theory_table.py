@@ -10,7 +10,8 @@ import sys
 
 from interp.cli import Parser, add_output_args, positive_int, positive_int_list, run
 from interp.results import write_table
-from interp.theory import DEFAULT_LENGTHS, DEFINITION, TRAIN_LENGTH, disagreements, format_theory_table, legend, theory_rows
+from interp.theory import (DEFAULT_LENGTHS, DEFINITION, TRAIN_LENGTH, disagreements, format_theory_table, legend,
+                           theory_rows)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Literal, Sequence, get_args
+from typing import Literal, get_args
 
 import einops
 import torch
@@ -96,7 +97,7 @@ def _group_by_layer(heads: Sequence[Head]) -> dict[int, list[int]]:
     return dict(by_layer)
 
 
-def ablation_hooks(model, heads: Sequence[tuple[int, int]], kind: AblationKind = "zero", means: HeadMeans | None = None,
+def ablation_hooks(model, heads: Sequence[tuple[int, int]], kind: str = "zero", means: HeadMeans | None = None,
                    counter: HookCounter | None = None) -> list[Hook]:
     """Hooks that replace the ``hook_z`` slice of each head in ``heads`` by zero or its mean."""
     if kind not in ABLATION_KINDS:
@@ -128,7 +129,7 @@ def ablation_hooks(model, heads: Sequence[tuple[int, int]], kind: AblationKind =
 
 
 @contextmanager
-def ablated(model, heads: Sequence[tuple[int, int]], kind: AblationKind = "zero", means: HeadMeans | None = None,
+def ablated(model, heads: Sequence[tuple[int, int]], kind: str = "zero", means: HeadMeans | None = None,
             counter: HookCounter | None = None) -> Iterator[list[Hook]]:
     """``with ablated(model, heads, "zero"): ...`` runs everything inside with those heads ablated."""
     hooks = ablation_hooks(model, heads, kind, means, counter)

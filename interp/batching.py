@@ -7,8 +7,9 @@ Sorting by length first keeps the padding small.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Protocol, Sequence, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 import torch
 from jaxtyping import Bool, Float, Int
@@ -23,6 +24,7 @@ __all__ = ["Hook", "PaddedBatch", "Sequenced", "batched", "forward_logits", "in_
            "padded_batches", "right_pad"]
 
 
+@runtime_checkable
 class Sequenced(Protocol):
     """Anything with token ids: encoded prompts, training items."""
 
@@ -39,7 +41,7 @@ def pad_token_id(tokenizer) -> int:
     return 0
 
 
-def batched(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+def batched(items: Sequence[T] | Tensor, size: int) -> Iterator[Sequence[T] | Tensor]:
     if size < 1:
         raise ValueError(f"batch_size={size} must be >= 1")
     for i in range(0, len(items), size):

@@ -15,8 +15,8 @@ Every other module talks to a model through hook names (:func:`act_name`), ``run
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Callable, Iterator, Sequence
 
 import torch
 from jaxtyping import Float, Int

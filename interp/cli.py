@@ -12,8 +12,8 @@ import argparse
 import os
 import sys
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from .naming import EMBEDDED_MODEL
 
@@ -166,11 +166,52 @@ def add_output_args(parser: argparse.ArgumentParser, default_dir: str = "results
 
 
 def add_prompt_args(parser: argparse.ArgumentParser, shots: int = 5) -> None:
-    from .prompts import TEMPLATES
+    from .prompts import ALL_TEMPLATES, PROTOCOLS
 
     parser.add_argument("--shots", type=non_negative_int, default=shots,
                         help=f"in-context demonstrations per prompt (default: {shots})")
-    parser.add_argument("--template", default="bare", choices=TEMPLATES, help="prompt wording (default: bare)")
+    parser.add_argument("--protocol", default="interp", choices=PROTOCOLS,
+                        help="'interp' (default: fresh demonstrations, BOS as the tokenizer does, the answer must end its "
+                             "line) or 'paper' (the paper's templates, 4 shown demonstrations after an explanation block "
+                             "for retrieval, answers ending at <eos> for copying, no BOS)")
+    parser.add_argument("--template", default=None, choices=ALL_TEMPLATES,
+                        help="prompt wording (default: bare; under --protocol paper the first of the family's templates)")
+
+
+def prompt_config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace):
+    """The :class:`interp.prompts.PromptConfig` of ``--shots`` / ``--protocol`` / ``--template``."""
+    from .prompts import PromptConfig
+
+    try:
+        if args.protocol == "paper":
+            return PromptConfig.paper(args.template, args.shots)
+        return PromptConfig(n_shots=args.shots, template=args.template)
+    except ValueError as err:
+        fail(parser, "--template" if "template" in str(err) else "--shots", str(err))
+
+
+def add_source_args(parser: argparse.ArgumentParser) -> None:
+    from .tasks import REPEATS
+
+    parser.add_argument("--data", action="append", default=None, metavar="FILE",
+                        help="evaluate the records of the paper's JSONL file(s) instead of generated examples "
+                             "(repeatable; lengths then come from the files)")
+    parser.add_argument("--repeats", default="pool", choices=REPEATS,
+                        help="non-unique copying strings: 'pool' (length//3 items, each at least twice; the paper's "
+                             "generator) or 'sparse' (draws with replacement, one repeat forced; like the paper's "
+                             "files at lengths 10 and 20)")
+
+
+def source_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace, tasks):
+    """The examples' source: the paper's files of ``--data`` (records of ``tasks``), else the generator."""
+    from .datasets import Generated, read_paper_jsonl
+
+    if not args.data:
+        return Generated(repeats=args.repeats)
+    try:
+        return read_paper_jsonl(args.data, tasks)
+    except (ValueError, FileNotFoundError) as err:
+        fail(parser, "--data", str(err).removeprefix("--data: "))
 
 
 def load_model_from_args(args: argparse.Namespace):

@@ -7,7 +7,7 @@ Llama-family models here (" Paris-------"), while full passes match Hugging Face
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from tqdm.auto import tqdm

@@ -11,7 +11,8 @@ form used in the ``heads`` column of results tables (a comma would clash with CS
 from __future__ import annotations
 
 import re
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 _HEAD_RE = re.compile(r"^(?:L(?P<l1>\d+)H(?P<h1>\d+)|(?P<l2>\d+)[.:](?P<h2>\d+))$", re.IGNORECASE)
 _SPLIT_RE = re.compile(r"[,;\s]+")
@@ -35,7 +36,7 @@ class Head(NamedTuple):
 HeadLike = Head | tuple[int, int] | str
 
 
-def _parse_one(item: HeadLike, name: str) -> Head:
+def _parse_one(item: object, name: str) -> Head:
     if isinstance(item, str):
         match = _HEAD_RE.match(item.strip())
         if match is None:
@@ -50,7 +51,7 @@ def _parse_one(item: HeadLike, name: str) -> Head:
     return Head(_index(layer, item, name), _index(head, item, name))
 
 
-def _index(value, item: HeadLike, name: str) -> int:
+def _index(value, item: object, name: str) -> int:
     """A layer or head index: a whole number (1.0 is fine, 1.7 and True are not)."""
     whole = isinstance(value, int) or (hasattr(value, "is_integer") and value.is_integer())
     if isinstance(value, bool) or not whole:
@@ -58,7 +59,7 @@ def _index(value, item: HeadLike, name: str) -> int:
     return int(value)
 
 
-def validate_heads(heads: str | Iterable[HeadLike], n_layers: int | None = None, n_heads: int | None = None,
+def validate_heads(heads: str | Iterable[object], n_layers: int | None = None, n_heads: int | None = None,
                    name: str = "heads") -> list[Head]:
     """Heads as ``Head`` tuples (order and duplicates kept), each checked against the model's
     ``n_layers`` x ``n_heads``; a ``ValueError`` names ``name`` and the model's shape."""
@@ -83,7 +84,7 @@ def validate_heads(heads: str | Iterable[HeadLike], n_layers: int | None = None,
 
 
 
-def parse_heads(spec: str | Iterable[HeadLike] | None, n_layers: int | None = None, n_heads: int | None = None,
+def parse_heads(spec: str | Iterable[object] | None, n_layers: int | None = None, n_heads: int | None = None,
                 name: str = "heads") -> list[Head]:
     """``"18.6,17.3"`` -> ``[Head(18, 6), Head(17, 3)]``, in the given order, duplicates dropped.
 

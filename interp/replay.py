@@ -8,8 +8,8 @@ ablation study both run on this, batch by batch, with the batches of the clean r
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import einops
 import torch

@@ -11,9 +11,9 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, Sequence
 
 Row = Mapping[str, object]
 

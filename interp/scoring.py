@@ -14,8 +14,8 @@ Query heads are scored (``hook_pattern`` has one pattern per query head, also un
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import einops
 import torch
@@ -27,7 +27,7 @@ from .batching import batched, pad_token_id, padded_batches
 from .bridge import act_name, run_until
 from .heads import Head
 from .naming import model_name
-from .prompts import EncodedPrompt, Prompt
+from .prompts import EncodedPrompt, Prompt, prompt_layout
 
 SCORE_NAMES = ("induction", "anti_induction", "previous_token")
 
@@ -194,21 +194,11 @@ def score_heads(model, tokens: Int[Tensor, "batch pos"] | None = None, *, half_l
 def answer_source_positions(tokenizer, prompt: Prompt, encoded: EncodedPrompt) -> list[tuple[int, int]]:
     """(output position, source position) token-index pairs of a prompt + answer sequence.
 
-    The output position is the one whose logits predict answer item ``t``; the source is where
-    that item sits in the test line's context. The test line ends the prompt text and its items
-    are single tokens, so their positions follow from the tokenized text before them."""
-    example = prompt.example
-    head = prompt.text.rsplit("\n", 1)[-1]
-    before_items = prompt.text[: len(prompt.text) - len(head)] + head.split(" ", 1)[0]
-    n_before = len(encoded.prompt_ids) - len(tokenizer.encode(prompt.text, add_special_tokens=False))
-    n_before += len(tokenizer.encode(before_items, add_special_tokens=False)) if before_items else 0
-    item_positions = list(range(n_before, n_before + len(example.context)))
-    check = [encoded.prompt_ids[p] for p in item_positions]
-    expected = [tokenizer.encode(" " + item, add_special_tokens=False)[0] for item in example.context]
-    if check != expected:
-        raise ValueError("could not locate the test items in the tokenized prompt (items are not single tokens?)")
-    start = encoded.answer_start
-    return [(start - 1 + t, item_positions[src]) for t, src in enumerate(example.answer_positions)]
+    The output position is the one whose logits predict answer item ``t`` (its first token); the
+    source is where that item sits in the test line's context (its first token of its own
+    characters, :mod:`interp.prompts.layout`)."""
+    bos = len(encoded.prompt_ids) - len(tokenizer.encode(prompt.text, add_special_tokens=False))
+    return prompt_layout(tokenizer, prompt, bool(bos), encoded=encoded).source_pairs()
 
 
 def task_attention_scores(model, prompts: Sequence[Prompt], encoded: Sequence[EncodedPrompt], batch_size: int = 8,

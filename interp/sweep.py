@@ -8,8 +8,8 @@ batch), with the unembedding at answer positions only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from tqdm.auto import tqdm

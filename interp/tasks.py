@@ -9,16 +9,21 @@ strings use each item once, non-unique ones draw from a small pool with every it
 
 from __future__ import annotations
 
-import json
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Iterable, Literal, Sequence
+from typing import Literal, get_args
 
 LETTERS = tuple("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 ALNUM = LETTERS + tuple("0123456789")
 
 Family = Literal["retrieval", "copying"]
+# How non-unique copying strings repeat items. "pool": max(2, n // 3) items, each at least twice
+# (the paper's generator, and its committed files at lengths 30 and 100); "sparse": n draws with
+# replacement, at least one repeat forced (like the paper's committed files at lengths 10 and 20,
+# where most strings have n - 1 distinct items).
+Repeats = Literal["pool", "sparse"]
+REPEATS: tuple[str, ...] = get_args(Repeats)
 
 
 @dataclass(frozen=True)
@@ -86,8 +91,10 @@ DIRECTIONAL_PAIRS: tuple[tuple[str, str], ...] = (
 DIRECTIONAL_PAIRS_LOOKUP = {a: b for a, b in DIRECTIONAL_PAIRS} | {b: a for a, b in DIRECTIONAL_PAIRS}
 
 
-def get_task(name: str) -> TaskSpec:
+def get_task(name: str | TaskSpec) -> TaskSpec:
     """Look a task up by name, case-insensitively, with a clear error for unknown names."""
+    if isinstance(name, TaskSpec):
+        return name
     for key, spec in TASKS.items():
         if key.lower() == str(name).lower():
             return spec
@@ -194,13 +201,22 @@ def _non_adjacent_positions(rng: random.Random, lo: int, hi: int, k: int) -> lis
     return [lo + p + i for i, p in enumerate(picks)]
 
 
-def generate_copying(spec: TaskSpec, length: int, rng: random.Random, vocabulary: Sequence[str]) -> TaskExample:
+def generate_copying(spec: TaskSpec, length: int, rng: random.Random, vocabulary: Sequence[str],
+                     repeats: str = "pool") -> TaskExample:
     if spec.unique:
         context = rng.sample(list(vocabulary), length)
-    else:
+    elif repeats == "pool":
         pool = rng.sample(list(vocabulary), max(2, length // 3))
         context = pool * 2 + [rng.choice(pool) for _ in range(length - 2 * len(pool))]
         rng.shuffle(context)
+    elif repeats == "sparse":
+        context = [rng.choice(vocabulary) for _ in range(length)]
+        if len(set(context)) == length:
+            context[rng.randrange(1, length)] = context[rng.randrange(0, length - 1)]
+            while len(set(context)) == length:  # the copied-from position was the one overwritten
+                context[rng.randrange(1, length)] = context[0]
+    else:
+        raise ValueError(f"repeats={repeats!r} is not one of {REPEATS}")
     order = list(range(length)) if spec.direction == "forward" else list(range(length - 1, -1, -1))
     target = tuple(context[i] for i in order)
     return TaskExample(spec.name, tuple(context), target, answer_positions=tuple(order),
@@ -218,52 +234,24 @@ def copying_is_ambiguous(context: Sequence[str], direction: str) -> bool:
 
 
 def generate_example(task: str | TaskSpec, length: int, seed: int | random.Random,
-                     vocabulary: Sequence[str] = ALNUM) -> TaskExample:
+                     vocabulary: Sequence[str] = ALNUM, repeats: str = "pool") -> TaskExample:
     spec = task if isinstance(task, TaskSpec) else get_task(task)
     check_vocabulary(spec, length, vocabulary)
     rng = _rng(seed)
     if spec.family == "retrieval":
         return generate_retrieval(spec, length, rng, vocabulary)
-    return generate_copying(spec, length, rng, vocabulary)
+    return generate_copying(spec, length, rng, vocabulary, repeats)
 
 
 def generate_examples(task: str | TaskSpec, length: int, n: int, seed: int = 0,
-                      vocabulary: Sequence[str] = ALNUM) -> list[TaskExample]:
-    """``n`` examples of ``task`` at ``length``; the same seed always gives the same list."""
+                      vocabulary: Sequence[str] = ALNUM, repeats: str = "pool") -> list[TaskExample]:
+    """``n`` examples of ``task`` at ``length``; the same seed always gives the same list.
+    ``repeats`` (non-unique copying only): ``"pool"`` or ``"sparse"``, see :data:`Repeats`."""
     if n < 0:
         raise ValueError(f"n={n} must be non-negative")
+    if repeats not in REPEATS:
+        raise ValueError(f"repeats={repeats!r} is not one of {REPEATS}")
     spec = task if isinstance(task, TaskSpec) else get_task(task)
     check_vocabulary(spec, length, vocabulary)
     rng = random.Random(f"{spec.name}:{length}:{seed}")
-    return [generate_example(spec, length, rng, vocabulary) for _ in range(n)]
-
-
-def example_from_copying_record(record: dict, task: str) -> TaskExample:
-    """One line of the paper's ``datasets/copying`` JSONL (``{"input": ..., "UF": ..., "UB": ...}``)."""
-    spec = get_task(task)
-    if spec.family != "copying":
-        raise ValueError(f"task {task!r} is not a copying task")
-    context = tuple(record["input"])
-    expected_key = {"UF": "UF", "UB": "UB", "NF": "UF", "NB": "UB"}[spec.name]
-    order = list(range(len(context))) if spec.direction == "forward" else list(range(len(context) - 1, -1, -1))
-    target = tuple(context[i] for i in order)
-    if expected_key in record and tuple(record[expected_key]) != target:
-        raise ValueError(f"record {record!r}: field {expected_key} does not match the {spec.direction} copy of input")
-    return TaskExample(spec.name, context, target, answer_positions=tuple(order),
-                       ambiguous=copying_is_ambiguous(context, spec.direction))
-
-
-def load_copying_jsonl(path: str | Path, task: str) -> list[TaskExample]:
-    """Read the paper's copying dataset files as examples of ``task``."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"dataset file {path} does not exist")
-    examples = []
-    with path.open() as handle:
-        for line_no, line in enumerate(handle, 1):
-            if line.strip():
-                try:
-                    examples.append(example_from_copying_record(json.loads(line), task))
-                except (json.JSONDecodeError, KeyError) as err:
-                    raise ValueError(f"{path}:{line_no}: not a copying record ({err})") from err
-    return examples
+    return [generate_example(spec, length, rng, vocabulary, repeats) for _ in range(n)]

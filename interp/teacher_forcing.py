@@ -10,8 +10,8 @@ measurement in the toolkit: synthetic tasks, realistic tasks, sweeps and trainin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
 
 import torch
 from jaxtyping import Bool, Float

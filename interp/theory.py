@@ -10,9 +10,10 @@ bound, wrong beyond it.
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
-from .crasp import PAPER_LEMMA, PROGRAMS, Program, Vocabulary, accuracy, bound_needed, bounded_program
+from .crasp import (PAPER_LEMMA, PROGRAMS, Program, Vocabulary, accuracy, bound_needed, bounded_program)
 from .results import to_markdown
 from .tasks import ALNUM, TASKS, check_vocabulary, generate_examples, get_task
 

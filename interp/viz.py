@@ -24,98 +24,24 @@ must produce (for UB that is the anti-induction edge, for UF the induction edge)
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Sequence, get_args
+from typing import Literal, get_args
 
 import numpy as np
 import torch
 
-from .browser import headless_chromium  # noqa: F401 - re-exported: checks of attention pages use it
 from .bridge import act_name
+from .browser import headless_chromium  # noqa: F401 - re-exported: checks of attention pages use it
 from .heads import Head, HeadLike, parse_heads
-from .prompts import Prompt, PromptConfig, encode_prompt
+from .prompts import PromptConfig, PromptLayout, prompt_layout
 from .results import atomic_write_text
 from .tasks import TaskExample, get_task
 
 ViewKind = Literal["heads", "patterns", "both"]
 VIEW_KINDS: tuple[str, ...] = get_args(ViewKind)
 MARK_QUERY, MARK_SOURCE, MARK_QUERY_ITEM = "[Q]", "[A]", "[q]"
-
-
-# --------------------------------------------------------------------------- positions
-
-
-@dataclass(frozen=True)
-class PromptLayout:
-    """Token positions of the interesting parts of one encoded prompt (+ appended answer)."""
-
-    ids: tuple[int, ...]  # prompt ids, then the answer ids when appended
-    n_prompt: int  # number of prompt tokens; the query position is n_prompt - 1
-    context_positions: tuple[int, ...]  # token position of each item of the test input
-    query_item_positions: tuple[int, ...]  # retrieval: the query item's occurrences (and the query after '|')
-    answer_positions: tuple[int, ...]  # positions of the appended answer tokens (empty if not appended)
-    source_positions: tuple[int, ...]  # for answer item i, the position of the context item it copies
-
-    @property
-    def query_position(self) -> int:
-        return self.n_prompt - 1
-
-    @property
-    def predicting_positions(self) -> tuple[int, ...]:
-        """Position whose next-token prediction is answer item i (i = 0 .. n_answer-1)."""
-        return tuple(self.query_position + i for i in range(len(self.source_positions)))
-
-
-def _item_char_spans(prompt: Prompt) -> tuple[list[int], int | None]:
-    """Character offsets (in ``prompt.text``) of each test-input item and of the trailing query."""
-    example = prompt.example
-    family = get_task(example.task).family
-    line_start = prompt.text.rfind("\n") + 1  # the test line is the last line of the prompt
-    cursor = line_start + (len("<bos>") if family == "copying" else 0)
-    starts = []
-    for item in example.context:
-        cursor += 1  # the space before each item
-        if prompt.text[cursor : cursor + len(item)] != item:
-            raise ValueError(f"cannot locate item {item!r} of the test line in the prompt text {prompt.text[line_start:]!r}")
-        starts.append(cursor)
-        cursor += len(item)
-    query_start = None
-    if example.query is not None:
-        query_start = prompt.text.rfind("| ") + 2
-        if prompt.text[query_start : query_start + len(example.query)] != example.query:
-            raise ValueError(f"cannot locate the query {example.query!r} in the prompt text {prompt.text[line_start:]!r}")
-    return starts, query_start
-
-
-def prompt_layout(tokenizer, prompt: Prompt, prepend_bos: bool, append_answer: bool = True) -> PromptLayout:
-    """Encode ``prompt`` exactly as ``interp.prompts.encode_prompt`` does and find its positions."""
-    encoded = encode_prompt(tokenizer, prompt, prepend_bos=prepend_bos)
-    offset = len(encoded.prompt_ids) - len(tokenizer.encode(prompt.text, add_special_tokens=False))
-    enc = tokenizer(prompt.text, add_special_tokens=False, return_offsets_mapping=True)
-    if offset < 0 or list(encoded.prompt_ids[offset:]) != list(enc["input_ids"]):
-        raise ValueError("tokenizer offsets do not match the encoded prompt (needs a fast tokenizer)")
-    spans = enc["offset_mapping"]
-
-    def token_at(char: int) -> int:
-        for i, (start, end) in enumerate(spans):
-            if start <= char < end:
-                return i + offset
-        raise ValueError(f"no token covers character {char} of the prompt")
-
-    starts, query_start = _item_char_spans(prompt)
-    context = tuple(token_at(c) for c in starts)
-    example = prompt.example
-    query_items: tuple[int, ...] = ()
-    if example.query is not None:
-        query_items = tuple(context[p] for p in example.query_positions) + (token_at(query_start),)
-    n_prompt = len(encoded.prompt_ids)
-    answer = tuple(range(n_prompt, n_prompt + len(encoded.answer_ids))) if append_answer else ()
-    sources = tuple(context[p] for p in example.answer_positions)
-    if not append_answer:
-        sources = sources[:1]
-    ids = encoded.ids if append_answer else encoded.prompt_ids
-    return PromptLayout(tuple(ids), n_prompt, context, query_items, answer, sources)
 
 
 # --------------------------------------------------------------------------- patterns
@@ -203,7 +129,7 @@ class AttentionView:
 
 def attention_view(model, task: str, heads: str | Sequence[HeadLike], *, length: int = 10, example: int = 0,
                    seed: int = 0, prompt_config: PromptConfig = PromptConfig(), append_answer: bool = True,
-                   model_name: str | None = None) -> AttentionView:
+                   model_name: str | None = None, source=None) -> AttentionView:
     """Attention of ``heads`` (``"18.6,17.3"`` or ``[(18, 6), ...]``) on example ``example`` of
     ``task`` at ``length``, with the same prompts as ``interp.evaluate.task_prompts``."""
     from .evaluate import resolve_prepend_bos, task_prompts
@@ -214,7 +140,7 @@ def attention_view(model, task: str, heads: str | Sequence[HeadLike], *, length:
         raise ValueError("heads: no heads given (expected e.g. '18.6,17.3')")
     if example < 0:
         raise ValueError(f"example={example} must be >= 0")
-    prompt = task_prompts(model, spec, length, example + 1, seed, prompt_config)[example]
+    prompt = task_prompts(model, spec, length, example + 1, seed, prompt_config, source=source)[example]
     layout = prompt_layout(model.tokenizer, prompt, resolve_prepend_bos(model, prompt_config), append_answer)
     patterns = head_patterns(model, layout.ids, parsed).numpy()
     raw = [token_label(model.tokenizer, i) for i in layout.ids]

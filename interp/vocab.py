@@ -1,20 +1,28 @@
-"""Vocabularies of items that are each exactly one token for a given tokenizer.
+"""Vocabularies of task items.
 
-Items appear in prompts separated by spaces, so the unit that must be a single token is
-``" " + item``. SmolLM2's tokenizer, for instance, splits ``" 7"`` into a space and a digit,
-so its alphanumeric vocabulary keeps the 52 letters only.
+The default is the paper's: retrieval over the 62 symbols a-z A-Z 0-9, copying over the 52
+letters. Items appear in prompts after a space and may take several tokens (SmolLM2 and Qwen2
+write ``" 7"`` as a space and a digit): exact match then requires every token of an item.
+``single_token_vocabulary`` keeps only the items that are one token as ``" " + item``, the
+toolkit's earlier default, for analyses that need one token per item.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from transformers import PreTrainedTokenizerBase
 
-from .tasks import ALNUM
+from .tasks import ALNUM, LETTERS, TaskSpec, get_task
 
 ITEM_PREFIX = " "
+
+
+def paper_vocabulary(task: str | TaskSpec) -> tuple[str, ...]:
+    """The paper's items for a task: a-z A-Z 0-9 for retrieval, a-z A-Z for copying."""
+    spec = task if isinstance(task, TaskSpec) else get_task(task)
+    return ALNUM if spec.family == "retrieval" else LETTERS
 
 
 def item_token_id(tokenizer: PreTrainedTokenizerBase, item: str) -> int | None:

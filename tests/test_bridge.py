@@ -13,7 +13,7 @@ import torch
 from interp import bridge as tl
 
 ROOT = Path(__file__).resolve().parents[1]
-PRIVATE_PATTERNS = (r"\._modules\[", r"_weights_processed", r"\.sources\.", r"\breal_components\b",
+PRIVATE_PATTERNS = (r"\._modules\[", r"_weights_processed", r"model_bridge\.sources", r"\breal_components\b",
                     r"postprocess_weights", r"distribute_weights_to_components")
 
 

@@ -64,12 +64,12 @@ def test_bad_arguments_are_refused_before_any_model_work(script, argv, fragment,
     ("ablate_heads", ["--adapter", "ub"], "--adapter: "),
 ])
 def test_what_only_the_model_can_tell_is_refused_before_scoring(script, argv, fragment, capsys, monkeypatch, tmp_path):
-    import interp.experiments
+    import interp.experiments.head_ablation as study
 
     def no_scoring(*args, **kwargs):
         raise AssertionError("scoring started before the arguments were checked")
 
-    monkeypatch.setattr(interp.experiments, "score_heads", no_scoring)
+    monkeypatch.setattr(study, "score_heads", no_scoring)
     module = __import__(script)
     argv = [*TINY, "--out", str(tmp_path), *argv]
     if script == "ablate_heads" and "--adapter" in argv:  # the library's error becomes the script's one line
@@ -83,7 +83,7 @@ def test_what_only_the_model_can_tell_is_refused_before_scoring(script, argv, fr
 
 def test_a_corrupt_checkpoint_names_the_file_and_the_way_out(tmp_path):
     from interp.models import load_hf_model
-    from interp.training import CHECKPOINT_NAME, CheckpointUnreadable, TrainConfig, train
+    from interp.training import (CHECKPOINT_NAME, CheckpointUnreadable, TrainConfig, train)
 
     model, tokenizer = load_hf_model("tiny-gpt2")
     config = TrainConfig(task="UF", train_lengths=(3,), id_lengths=(3,), ood_lengths=(4,), steps=2, batch_size=2,

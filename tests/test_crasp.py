@@ -9,10 +9,8 @@ import pytest
 import torch
 
 from interp import crasp
-from interp.crasp import (
-    AMBIGUOUS, NONE, PREVIOUS, PROGRAMS, STOP, Distance, Symbols, Vocabulary, buckets, count, decode_argmax,
-    decode_next, encode, encode_batch, initial, lookup, symbols,
-)
+from interp.crasp import (AMBIGUOUS, NONE, PREVIOUS, PROGRAMS, STOP, Distance, Symbols, Vocabulary, buckets, count,
+                          decode_argmax, decode_next, encode, encode_batch, initial, lookup, symbols)
 from interp.tasks import ALNUM, TASKS, TaskExample, generate_examples
 from interp.theory import disagreements, theory_rows, vocabulary_for
 

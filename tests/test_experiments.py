@@ -7,16 +7,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-import interp.experiments as experiments
+import interp.experiments.head_ablation as experiments
 from interp.ablation import ablation_hooks, compute_head_means
 from interp.evaluate import evaluate_prompts, resolve_prepend_bos
-from interp.experiments import (AblationConfig, ablation_prompt_sets, ablation_study, ablation_summary, directional_bias,
-                                pair_table, reference_means)
+from interp.experiments import (AblationConfig, ablation_prompt_sets, ablation_study, ablation_summary,
+                                directional_bias, pair_table, reference_means)
 from interp.heads import parse_heads
 from interp.results import RowJournal, read_csv, write_table
 from interp.scoring import score_heads
 from interp.tasks import get_task
-from interp.vocab import single_token_vocabulary
 
 CONFIG = AblationConfig(tasks=("UF", "UR"), lengths=(6,), k=2, n_examples=6, random_seeds=(0,), n_reference=4,
                         batch_size=4)
@@ -48,9 +47,8 @@ def test_ablation_study_rows(study, scores):
 def test_replayed_conditions_equal_full_hooked_passes(tiny_llama, study):
     """The study recomputes only the layers from the lowest ablated one; a full pass with the same
     hooks must give the same accuracy and log-probabilities."""
-    vocabulary = single_token_vocabulary(tiny_llama.tokenizer)
-    prompts = ablation_prompt_sets(tiny_llama, CONFIG, vocabulary)
-    means = reference_means(tiny_llama, CONFIG, vocabulary, progress=False)
+    prompts = ablation_prompt_sets(tiny_llama, CONFIG)
+    means = reference_means(tiny_llama, CONFIG, progress=False)
     for row in study:
         heads = parse_heads(row["heads"])
         hooks = ablation_hooks(tiny_llama, heads, row["ablation"], means) if heads else []

@@ -1,9 +1,10 @@
 
 import pytest
 
+from interp.datasets import copying_example
 from interp.prompts import PromptConfig, build_prompt, build_prompts
-from interp.tasks import (ALNUM, LETTERS, TASKS, TaskExample, copying_is_ambiguous, example_from_copying_record,
-                          generate_example, generate_examples, get_task, parse_tasks)
+from interp.tasks import (ALNUM, LETTERS, TASKS, TaskExample, copying_is_ambiguous, generate_example, generate_examples,
+                          get_task, parse_tasks)
 
 RETRIEVAL = ["UL", "UR", "NLFirst", "NRFirst", "NLLast", "NRLast"]
 
@@ -76,10 +77,10 @@ def test_nonunique_copying_pool():
 
 def test_hand_worked_copying():
     record = {"input": "CnSjrAHmQt", "UF": "CnSjrAHmQt", "UB": "tQmHArjSnC"}
-    assert "".join(example_from_copying_record(record, "UB").target) == "tQmHArjSnC"
-    assert "".join(example_from_copying_record(record, "UF").target) == "CnSjrAHmQt"
-    with pytest.raises(ValueError, match="does not match"):
-        example_from_copying_record({"input": "abc", "UB": "abc"}, "UB")
+    assert "".join(copying_example(record, "UB")[0].target) == "tQmHArjSnC"
+    assert "".join(copying_example(record, "UF")[0].target) == "CnSjrAHmQt"
+    example, follows_rule = copying_example({"input": "abc", "UB": "abc"}, "UB")  # a wrong recorded copy is flagged
+    assert not follows_rule and example.target == tuple("cba")
     assert copying_is_ambiguous(list("abac"), "forward")  # a -> b and a -> c
     assert not copying_is_ambiguous(list("abcab"), "forward")
     assert copying_is_ambiguous(list("bacab"), "backward")  # reversed: b a c a b: a -> c and a -> b

@@ -3,14 +3,14 @@ relative positions, and families of symbols (see the package docstring for the d
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from .vocabulary import AMBIGUOUS, NONE, STOP, BoolFamily, BoolVec, CountFamily, CountVec, Tokens, Vocabulary
+from .vocabulary import (AMBIGUOUS, NONE, STOP, BoolFamily, BoolVec, CountFamily, CountVec, Tokens, Vocabulary)
 
 # --------------------------------------------------------------------------- Boolean operations
 

@@ -4,8 +4,9 @@ registry that says which task has which (the paper's Lemmas 4-8)."""
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Literal
 
 import torch
 

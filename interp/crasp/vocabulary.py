@@ -6,8 +6,8 @@ for copying, as in the paper's proofs. The tensor types every program works on a
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import torch
 from jaxtyping import Bool, Int

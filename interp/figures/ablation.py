@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import Mapping
+from collections.abc import Mapping
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..tasks import TASK_NAMES
-from .rows import (REQUIRED_COLUMNS, Rows, accuracy_value, index_value, mean, require_columns,
-                   sd, select_model, task_name, task_order)
-from .style import (CONDITION_STYLE, style)
-from .rows import ABLATION_CONDITIONS
+from .rows import (ABLATION_CONDITIONS, REQUIRED_COLUMNS, Rows, accuracy_value, index_value, mean, require_columns, sd,
+                   select_model, task_name, task_order)
+from .style import CONDITION_STYLE, style
 
 
 def ablation_figure(rows: Rows, model: str | None = None, source: str = "ablation.csv") -> go.Figure:

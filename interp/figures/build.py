@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import plotly.graph_objects as go
 
+from ..naming import slug
 from ..tasks import TASK_NAMES, get_task
 from .ablation import ablation_figure
 from .accuracy import accuracy_length_figure
 from .export import STATIC_FORMATS, StaticExporter, save_figure
 from .heads import head_scores_figure, head_sweep_figure
-from ..naming import slug
 from .rows import Rows, load_results, models_in
 from .training import finetune_figure, finetune_summary_figure, from_scratch_figure
 

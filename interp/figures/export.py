@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import plotly.graph_objects as go
 

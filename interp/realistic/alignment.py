@@ -16,8 +16,9 @@ greedy copy is observable, which equals the first position whose argmax differs 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Literal, Sequence
+from typing import Literal
 
 END = object()  # stands for "the source ends here" among a token's successors
 

@@ -11,8 +11,8 @@ never merges across the prompt/answer boundaries used here).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from ..generation import greedy_answers
 from ..prompts import EncodedPrompt, bos_ids

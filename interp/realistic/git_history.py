@@ -24,9 +24,10 @@ block from the demonstrations by a blank line as the demonstrations are separate
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Mapping, Sequence
+from typing import Literal
 
 from tqdm.auto import tqdm
 
@@ -35,7 +36,8 @@ from ..evaluate import resolve_prepend_bos
 from ..prompts import PromptConfig
 from ..results import write_table
 from ..teacher_forcing import Accuracy
-from .common import TextPrompt, encode_text_prompt, first_token_ids, greedy_answers, split_is_natural, teacher_forced_scores
+from .common import (TextPrompt, encode_text_prompt, first_token_ids, greedy_answers, split_is_natural,
+                     teacher_forced_scores)
 
 GitTask = Literal["revert", "cherry-pick"]
 GIT_TASKS: tuple[GitTask, ...] = ("revert", "cherry-pick")
@@ -109,7 +111,7 @@ def check_task(task: str) -> GitTask:
     return task  # type: ignore[return-value]
 
 
-def expected_lines(history: History, task: GitTask) -> tuple[str, ...]:
+def expected_lines(history: History, task: str) -> tuple[str, ...]:
     """Revert lists commits as written (newest first); cherry-pick in reverse (oldest first)."""
     lines = history.lines
     return lines if check_task(task) == "revert" else lines[::-1]
@@ -140,16 +142,16 @@ def history_block(history: History) -> str:
     return f"=== NEW HISTORY ===\n{history.text}\n=== ANSWER ===\n{START}"
 
 
-def answer_text(history: History, task: GitTask) -> str:
+def answer_text(history: History, task: str) -> str:
     """What follows ``<start>`` up to ``<end>``: every line on its own line."""
     return "\n" + "".join(line + "\n" for line in expected_lines(history, task))
 
 
-def solved_block(history: History, task: GitTask) -> str:
+def solved_block(history: History, task: str) -> str:
     return history_block(history) + answer_text(history, task) + END
 
 
-def git_prompt(history: History, task: GitTask, demos: Sequence[History] = (), instruction: bool = True) -> TextPrompt:
+def git_prompt(history: History, task: str, demos: Sequence[History] = (), instruction: bool = True) -> TextPrompt:
     """The prompt up to the test's ``<start>``, the expected answer, and the ``<end>`` after it."""
     task = check_task(task)
     blocks = ([INSTRUCTIONS[task]] if instruction else []) + [solved_block(d, task) for d in demos]
@@ -209,7 +211,7 @@ def lines_match(generated: str, expected: Sequence[str]) -> bool:
     return parse_answer_lines(generated) == list(expected)
 
 
-def evaluate_git(model, task: GitTask, n_commits: int, config: GitConfig = GitConfig(), *, batch_size: int = 4,
+def evaluate_git(model, task: str, n_commits: int, config: GitConfig = GitConfig(), *, batch_size: int = 4,
                  generate: bool = False, fwd_hooks: Sequence[Hook] = (), progress: bool = True,
                  model_name: str = "") -> dict:
     """A row of ``git_history.csv``: exact-match accuracy of ``model`` on ``config.n_examples``

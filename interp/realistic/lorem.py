@@ -18,17 +18,17 @@ alignment is available with ``generate=True`` (one forward pass per token, slow)
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from ..batching import Hook
 from ..evaluate import resolve_prepend_bos
 from ..prompts import PromptConfig, end_token_ids
 from ..results import write_table
 from ..stats import binomial_stderr
-from .alignment import ambiguous_positions, departure_from_predictions, edit_transitions, transition_index
-from .common import TextPrompt, encode_text_prompt, greedy_answers, split_is_natural, teacher_forced_scores
+from .alignment import (ambiguous_positions, departure_from_predictions, edit_transitions, transition_index)
+from .common import (TextPrompt, encode_text_prompt, greedy_answers, split_is_natural, teacher_forced_scores)
 from .lorem_words import LOREM_WORDS
 
 Sentence = tuple[str, ...]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import inspect
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from jaxtyping import Float, Int

@@ -5,7 +5,7 @@ uses: :class:`HFForward` shows a plain Hugging Face model the way the evaluators
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from jaxtyping import Float, Int

@@ -13,7 +13,8 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from ..adapters import add_lora, save_adapter
-from ..models import EMBEDDED_MODEL, TINY_MODELS, canonical_name, load_hf_model, local_checkpoint, resolve_device, resolve_dtype
+from ..models import (EMBEDDED_MODEL, TINY_MODELS, canonical_name, load_hf_model, local_checkpoint, resolve_device,
+                      resolve_dtype)
 from ..naming import model_label
 from ..results import atomic_write_text, write_table
 from .config import TrainConfig

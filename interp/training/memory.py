@@ -4,8 +4,8 @@ when the model is a local checkpoint (GPT-2 XL), so impossible plans fail in sec
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 import torch
 

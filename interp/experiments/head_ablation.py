@@ -1,31 +1,33 @@
-"""The paper's experiments as functions over a model: in-context accuracy per task and length
-(directional bias), and accuracy under head ablation. Scripts in ``analyses/`` call these.
+"""Accuracy under head ablation: the top-k induction heads, the top-k anti-induction heads and
+k random heads (per seed), each zero- and mean-ablated, on each task and length.
 
-Both take an optional :class:`interp.results.RowJournal`: every finished cell is recorded as it
-finishes, and a re-run with the same configuration skips the cells already done.
+Each prompt set's clean run keeps the residual stream entering the lowest ablated layer of every
+condition (:mod:`interp.replay`); a condition then recomputes only the layers from there on, and
+unembeds only the answer positions. With a :class:`interp.results.RowJournal`, finished cells are
+recorded as they finish and a re-run with the same configuration skips them.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
 
 from tqdm.auto import tqdm
 
-from .ablation import ABLATION_KINDS, HeadMeans, ablation_hooks, compute_head_means, random_heads
-from .batching import in_input_order, pad_token_id, padded_batches
-from .evaluate import evaluate_prompts, resolve_prepend_bos, task_prompts, task_row
-from .heads import Head, format_heads
-from .naming import model_name
-from .prompts import PromptConfig, encode_prompts
-from .replay import CleanBatch, replay, run_clean
-from .results import RowJournal, json_ready, read_csv, read_table_metadata, write_table
-from .scoring import HeadScores, score_heads, task_attention_scores
-from .tasks import DIRECTIONAL_PAIRS, TaskSpec, check_vocabulary, get_task
-from .teacher_forcing import Accuracy, AnswerScores, check_context
-from .vocab import single_token_vocabulary
+from ..ablation import ABLATION_KINDS, HeadMeans, ablation_hooks, compute_head_means, random_heads
+from ..batching import in_input_order, pad_token_id, padded_batches
+from ..datasets import ExampleSource, Generated
+from ..evaluate import resolve_prepend_bos, task_prompts
+from ..heads import Head, format_heads
+from ..naming import model_name
+from ..prompts import PromptConfig, encode_prompts
+from ..replay import CleanBatch, replay, run_clean
+from ..results import RowJournal, json_ready, read_csv, read_table_metadata, write_table
+from ..scoring import HeadScores, score_heads, task_attention_scores
+from ..tasks import get_task
+from ..teacher_forcing import Accuracy, AnswerScores, check_context
 
 Log = Callable[[str], None]
 
@@ -34,81 +36,6 @@ def _quiet(_: str) -> None:
     pass
 
 
-# --------------------------------------------------------------------------- directional bias
-
-
-def directional_bias(model, tasks: Sequence[TaskSpec], lengths: Sequence[int], n_examples: int = 50, seed: int = 0,
-                     prompt_config: PromptConfig = PromptConfig(), vocabulary: Sequence[str] | None = None,
-                     batch_size: int = 8, progress: bool = True, log: Log = _quiet,
-                     journal: RowJournal | None = None) -> list[dict]:
-    """Accuracy of ``model`` on every task x length. A combination the vocabulary cannot express
-    (unique copying longer than the number of items) gets a row with accuracy None and the
-    reason, rather than an error, so a sweep over lengths still completes."""
-    vocabulary = vocabulary or single_token_vocabulary(model.tokenizer)
-    done = {(r["task"], r["length"]): r for r in (journal.done() if journal else [])}
-    rows: list[dict] = []
-    for spec in tasks:
-        for length in lengths:
-            if (spec.name, length) in done:
-                rows.append(done[(spec.name, length)])
-                continue
-            row = {"model": model_name(model), "task": spec.name, "length": length}
-            try:
-                check_vocabulary(spec, length, vocabulary)
-            except ValueError as err:
-                log(f"skipping {spec.name} at length {length}: {err}")
-                row |= {"n_examples": 0, "accuracy": None, "note": str(err)}
-            else:
-                prompts = task_prompts(model, spec, length, n_examples, seed, prompt_config, vocabulary)
-                scores = evaluate_prompts(model, prompts, prompt_config, batch_size,
-                                          progress=progress and f"{spec.name} n={length}")
-                row |= task_row(spec.name, length, Accuracy.of(scores), prompt_config, seed) | {"note": ""}
-            rows.append(row)
-            if journal is not None:
-                journal.add(row)
-    return rows
-
-
-DIRECTIONAL_COLUMNS = ["model", "task", "length", "n_examples", "accuracy", "stderr", "mean_logprob", "token_accuracy",
-                       "n_shots", "template", "seed", "note"]
-
-
-def check_directional_inputs(model, tasks: Sequence[TaskSpec], lengths: Sequence[int], n_examples: int, seed: int = 0,
-                             prompt_config: PromptConfig = PromptConfig(), vocabulary: Sequence[str] | None = None) -> None:
-    """Every prompt of the evaluation against the model's context, before any forward pass
-    (cells the vocabulary cannot express are skipped by the evaluation itself)."""
-    vocabulary = vocabulary or single_token_vocabulary(model.tokenizer)
-    bos = resolve_prepend_bos(model, prompt_config)
-    for spec in tasks:
-        for length in lengths:
-            try:
-                check_vocabulary(spec, length, vocabulary)
-            except ValueError:
-                continue
-            prompts = task_prompts(model, spec, length, n_examples, seed, prompt_config, vocabulary)
-            try:
-                check_context(model, encode_prompts(model.tokenizer, prompts, bos))
-            except ValueError as err:
-                raise ValueError(f"{spec.name} at length {length}: {err}") from None
-
-
-def pair_table(rows: Sequence[dict], pairs: Sequence[tuple[str, str]] = DIRECTIONAL_PAIRS) -> list[dict]:
-    """Right/forward vs left/backward accuracy side by side, with the gap, per length."""
-    by_key = {(r["task"], r["length"]): r.get("accuracy") for r in rows}
-    lengths = sorted({r["length"] for r in rows})
-    table = []
-    for right, left in pairs:
-        for length in lengths:
-            a, b = by_key.get((right, length)), by_key.get((left, length))
-            if a is None and b is None:
-                continue
-            gap = a - b if a is not None and b is not None else None
-            table.append({"pair": f"{right} vs {left}", "length": length, "right_or_forward": a,
-                          "left_or_backward": b, "gap": gap})
-    return table
-
-
-# --------------------------------------------------------------------------- ablation study
 
 
 @dataclass(frozen=True)
@@ -123,6 +50,7 @@ class AblationConfig:
     n_reference: int = 20  # prompts per task for the mean-ablation reference (their own seed)
     batch_size: int = 8
     prompt_config: PromptConfig = field(default_factory=PromptConfig)
+    source: ExampleSource = field(default_factory=Generated)
 
     def __post_init__(self) -> None:
         for kind in self.kinds:
@@ -151,7 +79,9 @@ class AblationConfig:
                              f"anti-induction sets, but the model has only {total} heads; lower k or pass no random seeds")
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """JSON-ready: the example source by its description, not its records."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("prompt_config", "source")}
+        return out | {"prompt_config": asdict(self.prompt_config), "source": self.source.describe()}
 
 
 def ablation_conditions(scores: HeadScores, config: AblationConfig) -> list[tuple[str, int | None, list[Head]]]:
@@ -166,11 +96,12 @@ def ablation_conditions(scores: HeadScores, config: AblationConfig) -> list[tupl
     return conditions
 
 
-def reference_means(model, config: AblationConfig, vocabulary: Sequence[str], progress: bool = True) -> HeadMeans:
+def reference_means(model, config: AblationConfig, vocabulary: Sequence[str] | None = None,
+                    progress: bool = True) -> HeadMeans:
     """Mean ``hook_z`` over all tokens of reference prompts of every task (a seed of their own)."""
     prompts = [p for task in config.tasks for length in config.lengths
                for p in task_prompts(model, task, length, config.n_reference, config.seed + 10_000,
-                                     config.prompt_config, vocabulary)]
+                                     config.prompt_config, vocabulary, Generated(config.source.items(task)))]
     encoded = encode_prompts(model.tokenizer, prompts, resolve_prepend_bos(model, config.prompt_config))
     return compute_head_means(model, encoded, per_position=False, batch_size=config.batch_size, progress=progress)
 
@@ -191,8 +122,8 @@ def add_task_attention(model, scores: HeadScores, prompt_sets: dict[tuple[str, i
 
 def ablation_prompt_sets(model, config: AblationConfig, vocabulary: Sequence[str] | None = None) -> dict[tuple[str, int], list]:
     """The seeded evaluation prompts of every task and length of an ablation study."""
-    vocabulary = vocabulary or single_token_vocabulary(model.tokenizer)
-    return {(t, n): task_prompts(model, t, n, config.n_examples, config.seed, config.prompt_config, vocabulary)
+    return {(t, n): task_prompts(model, t, n, config.n_examples, config.seed, config.prompt_config, vocabulary,
+                                 None if vocabulary else config.source)
             for t in config.tasks for n in config.lengths}
 
 
@@ -212,7 +143,8 @@ def study_head_scores(model, stem: Path, config: AblationConfig, n_sequences: in
     interruption), else computed and written there."""
     wanted = {"model": model_name(model), "probe": "repeated_random", "n_sequences": n_sequences, "seed": config.seed,
               "task_attention": {"tasks": list(config.tasks), "lengths": list(config.lengths),
-                                 "n_examples": config.n_examples, "prompt_config": asdict(config.prompt_config)},
+                                 "n_examples": config.n_examples, "prompt_config": asdict(config.prompt_config),
+                                 "source": config.source.describe()},
               **(metadata or {})}
     stored = read_table_metadata(stem)
     if stored is not None and all(stored.get(k) == json_ready(v) for k, v in wanted.items()):
@@ -235,18 +167,17 @@ def ablation_study(model, scores: HeadScores, config: AblationConfig = AblationC
     every condition (:mod:`interp.replay`); a condition then recomputes only the layers from
     there on, and unembeds only the answer positions."""
     config.check_model(model.cfg.n_layers, model.cfg.n_heads)
-    vocabulary = single_token_vocabulary(model.tokenizer)
     name = model_name(model)
     bos = resolve_prepend_bos(model, config.prompt_config)
     encoded_sets = {key: encode_prompts(model.tokenizer, prompts, bos)
-                    for key, prompts in ablation_prompt_sets(model, config, vocabulary).items()}
+                    for key, prompts in ablation_prompt_sets(model, config).items()}
     for encoded in encoded_sets.values():
         check_context(model, encoded)
     conditions = ablation_conditions(scores, config)
     cells = [("baseline", "none", None, [])] + [(c, kind, seed, heads) for c, seed, heads in conditions
                                                 for kind in config.kinds]
     done = {(r["condition"], r["ablation"], r["seed"], r["task"], r["length"]): r for r in (journal.done() if journal else [])}
-    means = reference_means(model, config, vocabulary, progress) if "mean" in config.kinds else None
+    means = reference_means(model, config, progress=progress) if "mean" in config.kinds else None
     layers = {_lowest_layer(heads) for _, _, _, heads in cells if heads}
     by_cell: dict[tuple[int, int], dict] = {}
     bar = tqdm(total=len(cells) * len(encoded_sets), desc="ablation study", disable=not progress)

@@ -1,0 +1,133 @@
+"""In-context accuracy per task and length (the directional-bias experiment), and the pairs
+(UR vs UL, UF vs UB, ...) side by side.
+
+Under the paper's protocol every task is evaluated with each of the paper's templates for its
+family and the tables report the mean over templates with their spread, as the paper's figures do.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from ..datasets import ExampleSource, Generated, PaperData
+from ..evaluate import evaluate_prompts, resolve_prepend_bos, task_prompts, task_row
+from ..naming import model_name
+from ..prompts import PromptConfig, encode_prompts
+from ..results import RowJournal
+from ..tasks import DIRECTIONAL_PAIRS, TaskSpec, check_vocabulary
+from ..teacher_forcing import Accuracy, check_context
+
+Log = Callable[[str], None]
+
+DIRECTIONAL_COLUMNS = ["model", "task", "length", "template", "n_examples", "accuracy", "stderr", "mean_logprob",
+                       "token_accuracy", "n_shots", "protocol", "seed", "note"]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def cell_configs(spec: TaskSpec, prompt_config: PromptConfig, every_template: bool) -> list[PromptConfig]:
+    """The prompt configurations a task is evaluated under: one, or every template of the
+    protocol for the task's family."""
+    if not every_template:
+        return [replace(prompt_config, template=prompt_config.template_for(spec.family))]
+    return [replace(prompt_config, template=t) for t in prompt_config.templates_for(spec.family)]
+
+
+def task_lengths(spec: TaskSpec, lengths: Sequence[int], source: ExampleSource) -> list[int]:
+    """The lengths a task is evaluated at: the given ones, or those the paper's files hold."""
+    return source.lengths(spec.name) if isinstance(source, PaperData) else list(lengths)
+
+
+def directional_bias(model, tasks: Sequence[TaskSpec], lengths: Sequence[int], n_examples: int = 50, seed: int = 0,
+                     prompt_config: PromptConfig = PromptConfig(), vocabulary: Sequence[str] | None = None,
+                     batch_size: int = 8, progress: bool = True, log: Log = _quiet,
+                     journal: RowJournal | None = None, source: ExampleSource | None = None,
+                     every_template: bool = False) -> list[dict]:
+    """Accuracy of ``model`` on every task x length (x template with ``every_template``). A cell
+    the vocabulary cannot express (unique copying longer than the number of items) gets a row
+    with accuracy None and the reason, rather than an error, so a sweep still completes."""
+    source = source or Generated(tuple(vocabulary) if vocabulary else None)
+    done = {(r["task"], r["length"], r["template"]): r for r in (journal.done() if journal else [])}
+    rows: list[dict] = []
+    for spec in tasks:
+        for length in task_lengths(spec, lengths, source):
+            for config in cell_configs(spec, prompt_config, every_template):
+                key = (spec.name, length, config.template)
+                if key in done:
+                    rows.append(done[key])
+                    continue
+                row = {"model": model_name(model), "task": spec.name, "length": length, "template": config.template}
+                try:
+                    check_vocabulary(spec, length, source.items(spec))
+                except ValueError as err:
+                    log(f"skipping {spec.name} at length {length}: {err}")
+                    row |= {"n_examples": 0, "accuracy": None, "note": str(err)}
+                else:
+                    prompts = task_prompts(model, spec, length, n_examples, seed, config, source=source)
+                    scores = evaluate_prompts(model, prompts, config, batch_size,
+                                              progress=progress and f"{spec.name} n={length} {config.template}")
+                    row |= task_row(spec.name, length, Accuracy.of(scores), config, seed) | {"note": ""}
+                rows.append(row)
+                if journal is not None:
+                    journal.add(row)
+    return rows
+
+
+def check_directional_inputs(model, tasks: Sequence[TaskSpec], lengths: Sequence[int], n_examples: int, seed: int = 0,
+                             prompt_config: PromptConfig = PromptConfig(), vocabulary: Sequence[str] | None = None,
+                             source: ExampleSource | None = None, every_template: bool = False) -> None:
+    """Every prompt of the evaluation against the model's context (and the data against ``n``),
+    before any forward pass; cells the vocabulary cannot express are skipped by the evaluation."""
+    source = source or Generated(tuple(vocabulary) if vocabulary else None)
+    bos = resolve_prepend_bos(model, prompt_config)
+    for spec in tasks:
+        for length in task_lengths(spec, lengths, source):
+            try:
+                check_vocabulary(spec, length, source.items(spec))
+            except ValueError:
+                continue
+            for config in cell_configs(spec, prompt_config, every_template):
+                prompts = task_prompts(model, spec, length, n_examples, seed, config, source=source)
+                try:
+                    check_context(model, encode_prompts(model.tokenizer, prompts, bos))
+                except ValueError as err:
+                    raise ValueError(f"{spec.name} at length {length}: {err}") from None
+
+
+def over_templates(rows: Sequence[dict]) -> list[dict]:
+    """One row per task and length: the mean accuracy over templates, with the standard
+    deviation and range over them (a single template: its accuracy, spread 0)."""
+    cells: dict[tuple[str, int], list[dict]] = {}
+    for r in rows:
+        cells.setdefault((r["task"], r["length"]), []).append(r)
+    table = []
+    for (task, length), items in cells.items():
+        accs = [r["accuracy"] for r in items if r.get("accuracy") is not None]
+        table.append({"task": task, "length": length, "n_templates": len(accs),
+                      "templates": ";".join(str(r.get("template")) for r in items),
+                      "accuracy": statistics.fmean(accs) if accs else None,
+                      "template_sd": statistics.stdev(accs) if len(accs) > 1 else (0.0 if accs else None),
+                      "template_min": min(accs, default=None), "template_max": max(accs, default=None),
+                      "n_examples": items[0].get("n_examples")})
+    return table
+
+
+def pair_table(rows: Sequence[dict], pairs: Sequence[tuple[str, str]] = DIRECTIONAL_PAIRS) -> list[dict]:
+    """Right/forward vs left/backward accuracy side by side, with the gap, per length (rows of
+    several templates are averaged first)."""
+    by_key = {(r["task"], r["length"]): r.get("accuracy") for r in over_templates(rows)}
+    lengths = sorted({r["length"] for r in rows})
+    table = []
+    for right, left in pairs:
+        for length in lengths:
+            a, b = by_key.get((right, length)), by_key.get((left, length))
+            if a is None and b is None:
+                continue
+            gap = a - b if a is not None and b is not None else None
+            table.append({"pair": f"{right} vs {left}", "length": length, "right_or_forward": a,
+                          "left_or_backward": b, "gap": gap})
+    return table

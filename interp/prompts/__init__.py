@@ -1,0 +1,21 @@
+"""The paper's in-context prompt formats, and their encoding into token ids.
+
+Modules: ``config`` (:class:`PromptConfig`: protocol, shots, template), ``templates`` (the
+wording: this toolkit's and the paper's, verbatim), ``render`` (examples -> :class:`Prompt`
+text), ``encode`` (-> :class:`EncodedPrompt` ids, items of any number of tokens), ``layout``
+(where each item, query and answer sits among the tokens).
+"""
+
+from .config import (ALL_TEMPLATES, DEFAULT_DEMO_LENGTH, PAPER_TEMPLATES, PROTOCOLS, TEMPLATES, PromptConfig, Protocol,
+                     Template)
+from .encode import (EncodedPrompt, bos_ids, encode_prompt, encode_prompts, end_token_ids, first_tokens,
+                     token_index_of_chars)
+from .layout import PromptLayout, prompt_layout
+from .render import Prompt, build_prompt, build_prompts, render_line
+from .templates import RULES
+
+__all__ = [
+    "ALL_TEMPLATES", "DEFAULT_DEMO_LENGTH", "PAPER_TEMPLATES", "PROTOCOLS", "RULES", "TEMPLATES", "EncodedPrompt", "Prompt",
+    "PromptConfig", "PromptLayout", "Protocol", "Template", "bos_ids", "build_prompt", "build_prompts", "encode_prompt",
+    "encode_prompts", "end_token_ids", "first_tokens", "prompt_layout", "render_line", "token_index_of_chars",
+]
