@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 
@@ -41,7 +41,7 @@ from .training import TrainConfig, TrainResult, evaluate_lengths, train
 logger = logging.getLogger(__name__)
 
 Positional = Literal["absolute", "rope"]
-POSITIONALS: tuple[str, ...] = ("absolute", "rope")
+POSITIONALS: tuple[str, ...] = get_args(Positional)
 STRUCTURE_TOKENS = ("<bos>", " <eos>", " :", ":", " |", "\n", "\n\n")
 SPECIAL_TOKENS = {"bos": "<s>", "eos": "</s>", "pad": "<pad>", "unk": "<unk>"}
 

@@ -11,9 +11,9 @@ bound, wrong beyond it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
-from .crasp import (PAPER_LEMMA, PROGRAMS, Program, Vocabulary, accuracy, bound_needed, bounded_program)
+from .crasp import PAPER_LEMMA, PROGRAMS, Program, Vocabulary, accuracy, bound_needed, bounded_program
+from .crasp.running import Mode
 from .results import to_markdown
 from .tasks import ALNUM, TASKS, check_vocabulary, generate_examples, get_task
 
@@ -21,7 +21,6 @@ DEFAULT_LENGTHS = (10, 50, 100, 200, 500)
 TRAIN_LENGTH = 50  # the paper trains its from-scratch models on lengths 1-50 (App. B)
 WIDE_ITEMS = 600  # enough distinct items for unique copying up to length 600
 
-Mode = Literal["teacher-forced", "autoregressive"]
 DEFINITION = "C-RASP[pos] as in Jobanputra et al. 2025, App. A.1 (Huang et al. 2025's C-RASP[periodic, local])"
 
 

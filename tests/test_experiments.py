@@ -141,3 +141,10 @@ def test_head_means_pool_real_tokens_only(tiny_llama):
     padded = compute_head_means(tiny_llama, encoded, batch_size=2, progress=False)
     unpadded = compute_head_means(tiny_llama, encoded, batch_size=1, progress=False)
     assert all(torch.allclose(padded.overall[l], unpadded.overall[l], atol=1e-6) for l in padded.overall)
+
+
+def test_full_passes_give_the_same_table(tiny_llama, scores, study):
+    """The reference path (every condition a full hooked pass) agrees with the replayed study."""
+    full = ablation_study(tiny_llama, scores, CONFIG, progress=False, replay_clean=False)
+    assert [r["accuracy"] for r in full] == [r["accuracy"] for r in study]
+    assert all(abs(a["mean_logprob"] - b["mean_logprob"]) < 1e-5 for a, b in zip(full, study))

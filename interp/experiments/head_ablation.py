@@ -27,7 +27,7 @@ from ..replay import CleanBatch, replay, run_clean
 from ..results import RowJournal, json_ready, read_csv, read_table_metadata, write_table
 from ..scoring import HeadScores, score_heads, task_attention_scores
 from ..tasks import get_task
-from ..teacher_forcing import Accuracy, AnswerScores, check_context
+from ..teacher_forcing import Accuracy, AnswerScores, check_context, teacher_forced_scores
 
 Log = Callable[[str], None]
 
@@ -160,12 +160,14 @@ def _lowest_layer(heads: Sequence[Head]) -> int:
 
 
 def ablation_study(model, scores: HeadScores, config: AblationConfig = AblationConfig(), progress: bool = True,
-                   log: Log = _quiet, journal: RowJournal | None = None) -> list[dict]:
+                   log: Log = _quiet, journal: RowJournal | None = None, replay_clean: bool = True) -> list[dict]:
     """Accuracy on each task and length: clean, then under each condition and ablation kind.
 
     Each prompt set's clean run keeps the residual stream entering the lowest ablated layer of
     every condition (:mod:`interp.replay`); a condition then recomputes only the layers from
-    there on, and unembeds only the answer positions."""
+    there on, and unembeds only the answer positions. ``replay_clean=False`` runs every
+    condition as a full hooked forward pass instead (the reference the replay is checked and
+    timed against)."""
     config.check_model(model.cfg.n_layers, model.cfg.n_heads)
     name = model_name(model)
     bos = resolve_prepend_bos(model, config.prompt_config)
@@ -189,14 +191,17 @@ def ablation_study(model, scores: HeadScores, config: AblationConfig = AblationC
             if key in done:
                 row = done[key]
             else:
-                if clean is None:
+                if clean is None and replay_clean:
                     batches = padded_batches(encoded, config.batch_size, pad_token_id(model.tokenizer))
                     clean = [run_clean(model, batch, layers) for batch in batches]
                 if heads:
                     log(f"ablating {condition}{'' if seed is None else f' (seed {seed})'} heads {format_heads(heads)} "
                         f"({kind}) on {task} n={length}")
                 hooks = ablation_hooks(model, heads, kind, means) if heads else []
-                result = Accuracy.of(_scores(model, clean, len(encoded), heads, hooks))
+                if replay_clean:
+                    result = Accuracy.of(_scores(model, clean, len(encoded), heads, hooks))
+                else:
+                    result = Accuracy.of(teacher_forced_scores(model, encoded, config.batch_size, hooks, progress=False))
                 row = {"model": name, "condition": condition, "ablation": kind, "seed": seed, "task": task,
                        "length": length, "n_examples": result.n_examples, "accuracy": result.accuracy,
                        "mean_logprob": result.mean_logprob, "heads": format_heads(heads)}

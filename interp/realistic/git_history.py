@@ -27,7 +27,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from tqdm.auto import tqdm
 
@@ -40,7 +40,7 @@ from .common import (TextPrompt, encode_text_prompt, first_token_ids, greedy_ans
                      teacher_forced_scores)
 
 GitTask = Literal["revert", "cherry-pick"]
-GIT_TASKS: tuple[GitTask, ...] = ("revert", "cherry-pick")
+GIT_TASKS: tuple[str, ...] = get_args(GitTask)
 ORDER: dict[str, str] = {"revert": "forward", "cherry-pick": "reversed"}
 
 GIT_ACTIONS = ("Add", "Remove", "Fix", "Refactor", "Update", "Improve", "Optimize", "Document", "Cleanup", "Merge",
