@@ -4,13 +4,14 @@ by a run without previous-token edges, and score the copy (teacher forced: all-c
 
     python analyses/patch_edges.py                        # embedded SmolLM2-135M, UF and UB, L = 3, 5, 7, 9
     python analyses/patch_edges.py --adapter ub           # the same model with the LoRA adapter trained on UB
-    python analyses/patch_edges.py --sweep-n 16           # plus each layer's edges alone, on 16 prompts per cell
+    python analyses/patch_edges.py --sweep-n 32 --sweep-lengths 5,9   # a larger per-layer sweep
     python analyses/patch_edges.py --layers 14-20 --heads 0,3   # patch only these layers / query heads
 
-Defaults are the protocol's except --n: the paper uses 100 prompts per cell, which takes about 3x the default's
-time (2 cores: beyond 10 minutes for SmolLM2); pass --n 100 for the full protocol. Prompts start with BOS when
-the model's own tokenizer adds one (--bos overrides; the paper's code adds the tokenizer's BOS whenever it has
-one). Writes results/edge_patching_<model>[_<adapter>].{csv,json,md} and, with --sweep-n,
+Defaults are the protocol's except --n: the paper uses 100 prompts per cell, about 3x the default's time (beyond
+10 minutes for SmolLM2 on 2 CPU cores); pass --n 100 for the full protocol. The per-layer sweep (each layer's
+edges patched alone, all heads) runs on the first --sweep-n prompts at the longest length. Prompts start with
+BOS when the model's own tokenizer adds one (--bos overrides; the paper's code adds the tokenizer's BOS whenever
+it has one). Writes results/edge_patching_<model>[_<adapter>].{csv,json,md} and the sweep's
 edge_patching_layers_<model>[_<adapter>].*; rows of finished cells go to *_partial.csv while it runs, and the
 final tables are replaced only when the run completes. Accuracy intervals are Wilson 95%; loss is mean ± s.e.
 """
@@ -40,6 +41,7 @@ from interp.results import to_markdown, write_table  # noqa: E402
 from interp.scoring import model_name  # noqa: E402
 
 DEFAULT_N = 32
+DEFAULT_SWEEP_N = 8
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -62,9 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="layers whose edges are patched: 'all' (default) or e.g. '0,5,14-20'")
     parser.add_argument("--heads", type=index_list, default=None,
                         help="query heads whose edges are patched: 'all' (default) or e.g. '0,3'")
-    parser.add_argument("--sweep-n", type=int, default=0,
-                        help="also patch each layer alone, on the first N prompts of each cell (default: 0, off)")
-    parser.add_argument("--sweep-lengths", type=int_list, default=None, help="lengths of the sweep (default: --lengths)")
+    parser.add_argument("--sweep-n", type=int, default=None,
+                        help="also patch each layer alone, on the first N prompts of each swept cell "
+                             f"(default: {DEFAULT_SWEEP_N}, at most --n; 0: no sweep)")
+    parser.add_argument("--sweep-lengths", type=int_list, default=None,
+                        help="lengths of the sweep, a subset of --lengths (default: the longest)")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads for torch (default: torch's choice; on a busy machine 1 can be faster)")
     parser.add_argument("--bos", choices=("model", "yes", "no"), default="model",
@@ -91,18 +95,19 @@ def study_config(args: argparse.Namespace) -> EdgeStudyConfig:
         raise ValueError(f"--tasks: {err}") from None
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads: expected an integer >= 1, got {args.threads}")
+    sweep_n = min(DEFAULT_SWEEP_N, args.n) if args.sweep_n is None else args.sweep_n
     for name, value, low in (("--n", args.n, 1), ("--shots", args.shots, 1), ("--batch-size", args.batch_size, 1),
-                             ("--sweep-n", args.sweep_n, 0)):
+                             ("--sweep-n", sweep_n, 0)):
         if value < low:
             raise ValueError(f"{name}: expected an integer >= {low}, got {value}")
-    if args.sweep_n > args.n:
-        raise ValueError(f"--sweep-n: expected at most --n ({args.n}) prompts, got {args.sweep_n}")
-    if args.sweep_lengths and not set(args.sweep_lengths) <= set(args.lengths):
+    if sweep_n > args.n:
+        raise ValueError(f"--sweep-n: expected at most --n ({args.n}) prompts, got {sweep_n}")
+    if args.sweep_lengths is not None and not (args.sweep_lengths and set(args.sweep_lengths) <= set(args.lengths)):
         raise ValueError(f"--sweep-lengths: expected a subset of --lengths {args.lengths}, got {args.sweep_lengths}")
+    sweep_lengths = args.sweep_lengths or [max(args.lengths)]
     return EdgeStudyConfig(tuple(tasks), tuple(args.lengths), args.n, args.shots, args.seed, args.batch_size,
                            None if args.layers is None else tuple(args.layers),
-                           None if args.heads is None else tuple(args.heads), args.sweep_n,
-                           None if args.sweep_lengths is None else tuple(args.sweep_lengths))
+                           None if args.heads is None else tuple(args.heads), sweep_n, tuple(sweep_lengths))
 
 
 def check_writable(folder: Path) -> None:
@@ -140,10 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     model = load_model_from_args(args)
-    bos = bool(getattr(model.cfg, "default_prepend_bos", False)) if bos is None else bos
     try:
         loaded = ModelShape(model.cfg.n_layers, model.cfg.n_heads, model.cfg.n_ctx)
-        check_request(loaded, config.lengths, config.n_shots, bos, config.layers, config.heads)
+        check_request(loaded, config.lengths, config.n_shots, bool(bos), config.layers, config.heads)
     except ValueError as err:
         return fail(str(err))
     config = replace(config, prepend_bos=bos)

@@ -78,8 +78,10 @@ def edge_patching_figure(rows: Rows, source: str = "edge_patching.csv") -> go.Fi
         fig.update_yaxes(title_text="cross-entropy over the copy" if col == 1 else None, row=2, col=col)
     fig.update_layout(legend=dict(title_text="condition", x=1.02, y=1, xanchor="left", yanchor="top"))
     n = sorted({int(r["n"]) for r in rows if r.get("n") not in (None, "")})
+    shots = sorted({int(r["shots"]) for r in rows if r.get("shots") not in (None, "")}) or ["few"]
     return style(fig, f"Edge patching ({_title_model(rows)})", 220 + 380 * len(tasks), 640,
-                 note=f"Teacher-forced copy of the last shot of 11-shot prompts, n = {', '.join(map(str, n))} per point. "
+                 note=f"Teacher-forced copy of the last shot of {'/'.join(map(str, shots))}-shot prompts, "
+                      f"n = {', '.join(map(str, n))} per point. "
                       "Induction edges: key of the token after the earlier occurrence replaced; anti-induction: value of "
                       "the earlier occurrence replaced; both from a run without previous-token edges, all layers and "
                       "heads. Error bars: Wilson 95% interval (accuracy), mean ± 1.96 s.e. (loss).")

@@ -231,17 +231,23 @@ class EdgePatch:
 
 
 def cut(edges: Edges, layers: Sequence[int] | None = None, heads: Sequence[int] | None = None) -> EdgePatch:
-    """Zero the value of each edge's source as seen by its query (no renormalisation of the pattern)."""
+    """Zero the value of each edge's source as seen by its query (no renormalisation of the pattern).
+
+    In compatibility mode TransformerLens folds the value bias into the output bias, so ``hook_v`` is ``W_V x``
+    and the cut removes that; the paper's code zeroes the full Hugging Face value, ``W_V x + b_V``, which for
+    models with value biases (GPT-2, Qwen2) also removes ``A[t, s] b_V``. Replacing a value by another run's
+    (a value edge) is the same either way: the bias cancels."""
     return EdgePatch("value", edges, None, None if layers is None else tuple(layers), None if heads is None else tuple(heads))
 
 
 @dataclass
 class _LayerState:
-    """What the hooks of one layer pass each other within a forward pass."""
+    """What the hooks of one layer pass each other within a forward pass: only the entries the patches need
+    (a whole pattern per layer would hold layers x batch x heads x pos^2 floats until the pass ends)."""
 
     query: Tensor | None = None
-    values: Tensor | None = None
-    pattern: Tensor | None = None
+    old_values: list[Tensor] = field(default_factory=list)
+    weights: list[Tensor] = field(default_factory=list)
 
 
 def _index_grid(edges: Edges, heads: Tensor, device) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -262,23 +268,37 @@ def _check_bounds(patch: EdgePatch, seq_len: int, batch: int) -> None:
         raise ValueError(f"an edge's query position {int(patch.edges.query.max())} is past the sequence ({seq_len} positions)")
 
 
-def _patch_scores(scores: Float[Tensor, "batch head q k"], patch: EdgePatch, layer: int, state: _LayerState,
+def _heads(patch: EdgePatch, layout: AttentionLayout) -> Tensor:
+    return torch.tensor(check_heads(patch.heads, layout.n_heads))
+
+
+def _patch_scores(scores: Float[Tensor, "batch head q k"], patch: EdgePatch, layer: int, query_states: Tensor,
                   layout: AttentionLayout) -> Tensor:
-    heads = torch.tensor(check_heads(patch.heads, layout.n_heads))
+    heads = _heads(patch, layout)
     rows, head_index, query, source = _index_grid(patch.edges, heads, scores.device)
-    q = state.query[rows, query, head_index]  # [batch, edge, head, d_head]
+    q = query_states[rows, query, head_index]  # [batch, edge, head, d_head]
     new_key = patch.replacement[layer].to(scores.device)[:, :, layout.kv_head(heads).to(scores.device)]
     new_scores = layout.scales[layer] * (q.float() * new_key.float()).sum(-1)
     scores[rows, head_index, query, source] = new_scores.to(scores.dtype)
     return scores
 
 
-def _patch_z(z: Float[Tensor, "batch pos head d_head"], patch: EdgePatch, layer: int, state: _LayerState,
+def _old_values(values: Float[Tensor, "batch pos kv_head d_head"], patch: EdgePatch, layout: AttentionLayout) -> Tensor:
+    """The current value each patched head reads at each edge's source, ``[batch, edge, head, d_head]``."""
+    rows, head_index, _, source = _index_grid(patch.edges, _heads(patch, layout), values.device)
+    return values[rows, source, layout.kv_head(head_index)]
+
+
+def _edge_weights(pattern: Float[Tensor, "batch head q k"], patch: EdgePatch, layout: AttentionLayout) -> Tensor:
+    """``A[t, s]`` of each patched head at each edge, ``[batch, edge, head]``."""
+    rows, head_index, query, source = _index_grid(patch.edges, _heads(patch, layout), pattern.device)
+    return pattern[rows, head_index, query, source]
+
+
+def _patch_z(z: Float[Tensor, "batch pos head d_head"], patch: EdgePatch, layer: int, old_value: Tensor, weight: Tensor,
              layout: AttentionLayout) -> Tensor:
-    heads = torch.tensor(check_heads(patch.heads, layout.n_heads))
-    rows, head_index, query, source = _index_grid(patch.edges, heads, z.device)
-    weight = state.pattern[rows, head_index, query, source]  # [batch, edge, head]
-    old_value = state.values[rows, source, layout.kv_head(head_index)]  # [batch, edge, head, d_head]
+    heads = _heads(patch, layout)
+    rows, head_index, query, _ = _index_grid(patch.edges, heads, z.device)
     if patch.replacement is None:
         new_value = torch.zeros_like(old_value)
     else:
@@ -310,36 +330,40 @@ def edge_patch_hooks(model_or_layout, patches: Sequence[EdgePatch], counter: Hoo
             if counter is not None:
                 counter.calls[hook.name] += 1
 
-        def keep_query(q, hook, state=state):
+        def keep_query(q, hook, state=state, patches=key_patches):
             count(hook)
+            for patch in patches:
+                _check_bounds(patch, q.shape[1], q.shape[0])
             state.query = q
 
         def set_scores(scores, hook, layer=layer, state=state, patches=key_patches):
             count(hook)
             scores = scores.clone()
             for patch in patches:
-                _check_bounds(patch, scores.shape[-2], scores.shape[0])
-                scores = _patch_scores(scores, patch, layer, state, layout)
+                scores = _patch_scores(scores, patch, layer, state.query, layout)
+            state.query = None
             return scores
 
-        def keep_values(v, hook, state=state):
+        def keep_values(v, hook, state=state, patches=value_patches):
             count(hook)
-            state.values = v
+            for patch in patches:
+                _check_bounds(patch, v.shape[1], v.shape[0])
+            state.old_values = [_old_values(v, patch, layout) for patch in patches]
 
-        def keep_pattern(pattern, hook, state=state):
+        def keep_weights(pattern, hook, state=state, patches=value_patches):
             count(hook)
-            state.pattern = pattern
+            state.weights = [_edge_weights(pattern, patch, layout) for patch in patches]
 
         def add_to_z(z, hook, layer=layer, state=state, patches=value_patches):
             count(hook)
-            for patch in patches:
-                _check_bounds(patch, z.shape[1], z.shape[0])
-                z = _patch_z(z, patch, layer, state, layout)
+            for patch, old_value, weight in zip(patches, state.old_values, state.weights):
+                z = _patch_z(z, patch, layer, old_value, weight, layout)
+            state.old_values, state.weights = [], []
             return z
 
         if key_patches:
             hooks += [(layout.query_hook(layer), keep_query), (get_act_name("attn_scores", layer), set_scores)]
         if value_patches:
-            hooks += [(get_act_name("v", layer), keep_values), (get_act_name("pattern", layer), keep_pattern),
+            hooks += [(get_act_name("v", layer), keep_values), (get_act_name("pattern", layer), keep_weights),
                       (get_act_name("z", layer), add_to_z)]
     return hooks

@@ -57,7 +57,7 @@ class EdgeStudyConfig:
     heads: tuple[int, ...] | None = None  # query heads whose edges are patched (None: all)
     sweep_n: int = 0  # per-layer sweep on the first sweep_n prompts of each cell (0: none)
     sweep_lengths: tuple[int, ...] | None = None  # lengths swept (None: all of `lengths`)
-    prepend_bos: bool = False
+    prepend_bos: bool | None = None  # None: as the model's tokenizer does (cfg.default_prepend_bos)
 
     def __post_init__(self) -> None:
         for task in self.tasks:
@@ -251,7 +251,8 @@ def edge_study(model, config: EdgeStudyConfig = EdgeStudyConfig(), *, model_labe
     layout = layout or attention_layout(model)
     config_layers = check_layers(config.layers, layout.n_layers) if config.layers is not None else None
     check_heads(config.heads, layout.n_heads)
-    config = replace(config, layers=config_layers)
+    bos = bool(getattr(model.cfg, "default_prepend_bos", False)) if config.prepend_bos is None else config.prepend_bos
+    config = replace(config, layers=config_layers, prepend_bos=bos)
     meta = {"model": model_label, "adapter": adapter or "", "shots": config.n_shots, "seed": config.seed,
             "bos": config.prepend_bos}
     cells = [(task, length) for task in config.tasks for length in config.lengths]
