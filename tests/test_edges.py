@@ -305,19 +305,20 @@ def test_figures_draw_every_condition():
 
 @pytest.mark.embedded
 def test_embedded_model_batched_equals_reference(embedded):
-    """SmolLM2 (30 layers, 9 query / 3 key-value heads): key and value edges in every layer, against the reference."""
+    """SmolLM2 (30 layers, 9 query / 3 key-value heads): one query reading two sources, through keys and through
+    values, in early, induction-head and last layers, against the reference."""
     layout = attention_layout(embedded)
     assert (layout.n_heads, layout.n_kv_heads, layout.rotary) == (9, 3, True)
     tokens, other = random_tokens(5, (1, 12)), random_tokens(6, (1, 12))
-    edges = Edges(torch.tensor([[9, 11]]), torch.tensor([[4, 6]]))
+    edges, layers = Edges(torch.tensor([[11, 11]]), torch.tensor([[4, 6]])), (0, 17, 18, 29)
     store, cache = counterfactual(embedded, layout, other, edges.source)
     with torch.no_grad():
         clean = embedded(tokens)
     for kind in ("key", "value"):
         with torch.no_grad():
             batched = embedded.run_with_hooks(tokens, fwd_hooks=edge_patch_hooks(
-                layout, [EdgePatch(kind, edges, store.at(kind, edges.source))]))
+                layout, [EdgePatch(kind, edges, store.at(kind, edges.source), layers)]))
         rows = reference_rows(cache, kind, layout.n_layers)
-        reference, _ = reference_run(embedded, tokens, [ReferencePatch(kind, edges, rows)])
+        reference, _ = reference_run(embedded, tokens, [ReferencePatch(kind, edges, rows, layers)])
         assert (batched - reference).abs().max() < 1e-4
         assert (batched - clean).abs().max() > 1e-2

@@ -41,11 +41,12 @@ class ReferencePatch:
 
 # (kind, source position, index of the patch) -- one replaced row in a re-run
 Modification = tuple[str, int, int]
+# layer -> query -> query head -> the rows to replace when re-running attention for that query
+ModificationTable = dict[int, dict[int, dict[int, list[Modification]]]]
 
 
-def _modifications(patches: Sequence[ReferencePatch], row: int, n_layers: int, n_heads: int) -> dict[int, dict[int, dict[int, list[Modification]]]]:
-    """layer -> query -> query head -> the rows to replace when re-running attention for that query."""
-    table: dict[int, dict[int, dict[int, list[Modification]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+def _modifications(patches: Sequence[ReferencePatch], row: int, n_layers: int, n_heads: int) -> ModificationTable:
+    table: ModificationTable = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for index, patch in enumerate(patches):
         layers = range(n_layers) if patch.layers is None else patch.layers
         heads = range(n_heads) if patch.heads is None else patch.heads
