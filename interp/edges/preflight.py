@@ -1,0 +1,82 @@
+"""Checks of an edge-patching request against the model's shape, before any weights are loaded.
+
+The shape comes from the model's ``config.json`` (or the tiny models' own config); when it cannot be read
+without loading (the embedded model before its first conversion), the checks run after loading instead.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..models import ALIASES, EMBEDDED_MODEL, TINY_MODELS, TinyModelConfig, embedded_cache_path, local_checkpoint
+from .data import prompt_length
+from .patching import check_heads, check_layers
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    n_layers: int
+    n_heads: int
+    n_ctx: int
+
+
+def _first(config: dict, *keys: str) -> int | None:
+    for key in keys:
+        if isinstance(config.get(key), int):
+            return config[key]
+    return None
+
+
+def shape_from_config(config: dict) -> ModelShape | None:
+    """Layers, query heads and context length from a Hugging Face ``config.json`` (None if it lacks them)."""
+    config = config.get("text_config", config)
+    values = (_first(config, "num_hidden_layers", "n_layer", "num_layers"), _first(config, "num_attention_heads", "n_head"),
+              _first(config, "max_position_embeddings", "n_positions", "n_ctx"))
+    return ModelShape(*values) if all(v is not None for v in values) else None
+
+
+def model_shape(name_or_path: str) -> ModelShape | None:
+    """The shape of a model known to ``interp.models.load_model``, read without loading its weights."""
+    name = ALIASES.get(name_or_path.lower(), name_or_path)
+    if name in TINY_MODELS:
+        tiny = TinyModelConfig()
+        return ModelShape(tiny.n_layers, tiny.n_heads, tiny.n_ctx)
+    folder = embedded_cache_path() if name == EMBEDDED_MODEL else local_checkpoint(name)
+    if folder is None or not (folder / "config.json").exists():
+        return None
+    try:
+        return shape_from_config(json.loads((folder / "config.json").read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def check_request(shape: ModelShape, lengths: Sequence[int], n_shots: int, bos: bool,
+                  layers: Sequence[int] | None, heads: Sequence[int] | None) -> None:
+    """Raise ``ValueError`` naming the argument when the request does not fit the model."""
+    check_layers(layers, shape.n_layers, "--layers")
+    check_heads(heads, shape.n_heads, "--heads")
+    longest = max(lengths)
+    needed = prompt_length(longest, n_shots, bos)
+    if needed > shape.n_ctx:
+        raise ValueError(f"--lengths: a {n_shots}-shot prompt of length {longest} takes {needed} tokens, more than the "
+                         f"model's context of {shape.n_ctx}")
+
+
+def index_list(text: str) -> list[int] | None:
+    """``argparse`` type for layer / head lists: ``"all"`` (None) or ``"0,5,14-20"``."""
+    import argparse
+
+    if text.strip().lower() == "all":
+        return None
+    indices: list[int] = []
+    try:
+        for part in (p for p in text.replace(" ", ",").split(",") if p):
+            first, _, last = part.partition("-")
+            indices += list(range(int(first), int(last) + 1)) if last else [int(first)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'all' or integers and ranges like '0,5,14-20', got {text!r}") from None
+    if not indices:
+        raise argparse.ArgumentTypeError(f"expected 'all' or integers and ranges like '0,5,14-20', got {text!r}")
+    return indices
