@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 # Constraints apply to every pip call, including the isolated environment that builds the package.
 export PIP_CONSTRAINT := $(CURDIR)/$(LOCK)
 
-.PHONY: run test install figures bench clean chromium lock paper-model
+.PHONY: run test install figures bench clean chromium lock paper-model edges
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ test: $(STAMP) chromium
 
 figures: $(STAMP) chromium
 	$(PY) analyses/make_figures.py
+
+# Edge patching (the paper's section 4.4) on the embedded model, and with the LoRA adapter trained on UB.
+edges: $(STAMP)
+	$(PY) analyses/patch_edges.py
+	$(PY) analyses/patch_edges.py --adapter ub
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done

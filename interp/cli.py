@@ -117,6 +117,19 @@ def task_list(text: str) -> list[str]:
     return name_list(TASK_NAMES, "tasks")(text)
 
 
+def index_list(text: str) -> list[int] | None:
+    """Layer or head indices: ``"all"`` (None) or integers and ranges like ``"0,5,14-20"``."""
+    if text.strip().lower() == "all":
+        return None
+    try:
+        values = int_list(text)
+    except argparse.ArgumentTypeError:
+        values = []
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"expected 'all' or indices and ranges like '0,5,14-20', got {text!r}")
+    return values
+
+
 def task_name(text: str) -> str:
     """One task name (case-insensitive) -> its canonical spelling."""
     from .tasks import get_task

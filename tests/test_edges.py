@@ -13,10 +13,10 @@ from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausa
 from interp.ablation import HookCounter
 from interp.edges import EdgePatch, Edges, attention_layout, capture_source_hooks, copying_prompts, cut, edge_patch_hooks
 from interp.edges.branching import branch, run_branched
-from interp.edges.figure import edge_figures, edge_layer_figure, edge_patching_figure
+from interp.figures.edges import edge_figures, edge_layer_figure, edge_patching_figure
 from interp.edges.reference import ReferencePatch, reference_run
-from interp.edges.study import (CONDITIONS, Branch, EdgeStudyConfig, branch_logits, edge_study, mean_and_stderr,
-                                wilson_interval)
+from interp.edges.study import CONDITIONS, Branch, EdgeStudyConfig, branch_logits, edge_study
+from interp.stats import mean_and_sem, wilson_interval
 from interp.models import bridge_from_hf, tiny_tokenizer
 from interp.results import read_csv
 
@@ -231,7 +231,7 @@ def test_intervals():
     lo, hi = wilson_interval(5, 10)
     assert lo == pytest.approx(1 - hi) and 0.2 < lo < 0.3
     assert wilson_interval(10, 10)[1] == 1.0
-    mean, se = mean_and_stderr([1.0, 2.0, 3.0])
+    mean, se = mean_and_sem([1.0, 2.0, 3.0])
     assert mean == 2.0 and se == pytest.approx(1 / math.sqrt(3))
 
 
@@ -267,9 +267,11 @@ def test_script_rejects_bad_input_before_loading(argv, flag, capsys, monkeypatch
     script = load_script()
     monkeypatch.setattr(script, "load_model_from_args", lambda args: pytest.fail("model loaded despite bad input"))
     argv = ["--out", str(tmp_path), *argv] if "--out" not in argv else argv
-    assert script.main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert flag in err and len(err.splitlines()) == 1
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert flag in err and "error: argument" in err
 
 
 def test_script_writes_tables_and_an_interrupted_run_keeps_them(tmp_path, capsys, monkeypatch):
@@ -281,21 +283,25 @@ def test_script_writes_tables_and_an_interrupted_run_keeps_them(tmp_path, capsys
     assert "no intervention" in out and "per-layer sweep" in out
     table = tmp_path / "edge_patching_tiny-llama.csv"
     rows = read_csv(table)
-    assert len(rows) == 3 and not list(tmp_path.glob("*_partial.csv"))
+    assert len(rows) == 3 and not list(tmp_path.glob("*.partial.jsonl"))
     before = table.read_bytes()
     figures, errors = edge_figures(tmp_path)
     assert not errors and {stem for stem, _ in figures} == {"edge_patching_tiny-llama", "edge_patching_layers_tiny-llama"}
 
-    def interrupted(model, config, on_cell=None, **kwargs):
-        on_cell([dict(rows[0], accuracy=0.5)], [])
+    real_study = script.edge_study
+
+    def interrupted(model, config, journal=None, **kwargs):
+        journal.add({"task": "UF", "length": 3, "main": [dict(r, accuracy=0.5) for r in rows], "sweep": []})
         raise KeyboardInterrupt
 
     monkeypatch.setattr(script, "edge_study", interrupted)
     with pytest.raises(KeyboardInterrupt):
         script.main(argv)
-    assert table.read_bytes() == before
-    assert read_csv(tmp_path / "edge_patching_tiny-llama_partial.csv")[0]["accuracy"] == 0.5
+    assert table.read_bytes() == before  # the finished table stays finished
     assert {stem for stem, _ in edge_figures(tmp_path)[0]} == {"edge_patching_tiny-llama", "edge_patching_layers_tiny-llama"}
+    monkeypatch.setattr(script, "edge_study", real_study)
+    assert script.main(argv) == 0  # resumes: the journal's cell is taken as finished
+    assert [r["accuracy"] for r in read_csv(table)] == [0.5, 0.5, 0.5]
 
 
 def test_figures_draw_every_condition():

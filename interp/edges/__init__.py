@@ -2,7 +2,8 @@
 
 ``patching`` the batched hooks, ``reference`` the slow per-query yardstick, ``data`` the paper's prompts,
 ``branching`` one forward pass for a shared prefix and several continuations, ``study`` the experiment and
-its rows, ``preflight`` checks of a request against the model before loading it, ``figure`` the plots.
+its rows, ``preflight`` checks of a request against the model before loading it; the plots are
+:mod:`interp.figures.edges`.
 """
 
 from .data import TASKS, CopyingPrompts, copying_prompts

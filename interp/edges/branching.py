@@ -16,14 +16,14 @@ of ``n_branches * (P + S)``. Both the mask and ``position_ids`` are passed throu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 import einops
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from ..evaluate import Hook
+from ..batching import Hook
 from .patching import Edges
 
 

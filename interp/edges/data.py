@@ -75,17 +75,17 @@ class CopyingPrompts:
         """First position of the last copy (the scored answer)."""
         return self.string_start + self.length + 1
 
-    def copy_positions(self) -> Int[Tensor, "copy"]:
+    def copy_positions(self) -> Int[Tensor, " copy"]:
         return torch.arange(self.copy_start, self.copy_start + self.length)
 
-    def scored_positions(self) -> Int[Tensor, "copy"]:
+    def scored_positions(self) -> Int[Tensor, " copy"]:
         """Positions whose next-token logits are scored: each predicts one token of the last copy."""
         return self.copy_positions() - 1
 
     def targets(self) -> Int[Tensor, "batch copy"]:
         return self.tokens[:, self.copy_start : self.copy_start + self.length]
 
-    def occurrences(self) -> Int[Tensor, "copy"]:
+    def occurrences(self) -> Int[Tensor, " copy"]:
         """Earlier position of each copy position's token, in the last shot's string."""
         k = torch.arange(self.length)
         return self.string_start + (k if self.task == "UF" else self.length - 1 - k)

@@ -20,7 +20,8 @@ patched, also where heads share a key/value head. Every hook is a TransformerLen
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Literal
 
 import einops
 import torch
@@ -29,7 +30,7 @@ from torch import Tensor
 from transformer_lens.utilities import get_act_name
 
 from ..ablation import HookCounter
-from ..evaluate import Hook
+from ..batching import Hook
 
 EdgeKind = Literal["key", "value"]
 EDGE_KINDS: tuple[str, ...] = ("key", "value")

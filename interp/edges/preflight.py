@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..models import ALIASES, EMBEDDED_MODEL, TINY_MODELS, TinyModelConfig, embedded_cache_path, local_checkpoint
 from .data import prompt_length
@@ -62,21 +62,3 @@ def check_request(shape: ModelShape, lengths: Sequence[int], n_shots: int, bos: 
     if needed > shape.n_ctx:
         raise ValueError(f"--lengths: a {n_shots}-shot prompt of length {longest} takes {needed} tokens, more than the "
                          f"model's context of {shape.n_ctx}")
-
-
-def index_list(text: str) -> list[int] | None:
-    """``argparse`` type for layer / head lists: ``"all"`` (None) or ``"0,5,14-20"``."""
-    import argparse
-
-    if text.strip().lower() == "all":
-        return None
-    indices: list[int] = []
-    try:
-        for part in (p for p in text.replace(" ", ",").split(",") if p):
-            first, _, last = part.partition("-")
-            indices += list(range(int(first), int(last) + 1)) if last else [int(first)]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected 'all' or integers and ranges like '0,5,14-20', got {text!r}") from None
-    if not indices:
-        raise argparse.ArgumentTypeError(f"expected 'all' or integers and ranges like '0,5,14-20', got {text!r}")
-    return indices

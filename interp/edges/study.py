@@ -20,13 +20,16 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from ..figures.edges import CONDITION_LABELS
+from ..results import RowJournal
+from ..stats import mean_and_sem, wilson_interval
 from .branching import BranchedTokens, branch, logits_from_hook, run_branched
 from .data import DEFAULT_SHOTS, TASKS, CopyingPrompts, check_length, check_task, copying_prompts
 from .patching import (AttentionLayout, EdgePatch, Edges, attention_layout, capture_source_hooks, check_heads, check_layers,
@@ -38,9 +41,6 @@ CONDITIONS: dict[str, tuple[str, str] | None] = {
     "induction": ("induction", "key"),
     "anti_induction": ("anti_induction", "value"),
 }
-CONDITION_LABELS = {"none": "no intervention", "induction": "induction edges removed",
-                    "anti_induction": "anti-induction edges removed"}
-Z_95 = 1.959963984540054
 
 
 @dataclass(frozen=True)
@@ -107,8 +107,8 @@ def branches_for(config: EdgeStudyConfig, layout: AttentionLayout, swept: bool) 
                    for layer in range(layout.n_layers)]
 
 
-def score_copy(logits: Float[Tensor, "batch copy vocab"], targets: Int[Tensor, "batch copy"]
-               ) -> tuple[Bool[Tensor, "batch"], Float[Tensor, "batch"], Float[Tensor, "batch"]]:
+def score_copy(logits: Float[Tensor, "batch copy d_vocab"], targets: Int[Tensor, "batch copy"]
+               ) -> tuple[Bool[Tensor, " batch"], Float[Tensor, " batch"], Float[Tensor, " batch"]]:
     """All-tokens-correct, mean cross-entropy and per-token accuracy of teacher-forced copy logits."""
     logits, targets = logits.float(), targets.to(logits.device)
     hits = logits.argmax(-1) == targets
@@ -144,7 +144,7 @@ def branch_patches(prompts: CopyingPrompts, branched: BranchedTokens, branches: 
 
 
 def branch_logits(model, layout: AttentionLayout, prompts: CopyingPrompts, rows: slice, branches: Sequence[Branch],
-                  heads: tuple[int, ...] | None = None) -> dict[Branch, Float[Tensor, "batch copy vocab"]]:
+                  heads: tuple[int, ...] | None = None) -> dict[Branch, Float[Tensor, "batch copy d_vocab"]]:
     """Logits at the scored positions of the prompts in ``rows`` under every branch, from one counterfactual
     and one branched forward pass."""
     store = counterfactual_sources(model, layout, prompts, rows)
@@ -168,34 +168,10 @@ def score_batch(model, layout: AttentionLayout, prompts: CopyingPrompts, rows: s
             for spec, logits in branch_logits(model, layout, prompts, rows, branches, heads).items()}
 
 
-def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion (keeps within [0, 1] and is sensible at 0 and n)."""
-    if n == 0:
-        return math.nan, math.nan
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    # at 0 and n the bounds are exactly 0 and 1; rounding would otherwise leave them a hair inside
-    lower = 0.0 if successes == 0 else max(0.0, centre - half)
-    upper = 1.0 if successes == n else min(1.0, centre + half)
-    return lower, upper
-
-
-def mean_and_stderr(values: Sequence[float]) -> tuple[float, float]:
-    n = len(values)
-    if n == 0:
-        return math.nan, math.nan
-    mean = sum(values) / n
-    if n == 1:
-        return mean, math.nan
-    variance = sum((v - mean) ** 2 for v in values) / (n - 1)
-    return mean, math.sqrt(variance / n)
-
-
 def summary_row(correct: Sequence[bool], loss: Sequence[float], token_accuracy: Sequence[float]) -> dict:
     n = len(correct)
     lo, hi = wilson_interval(sum(correct), n)
-    mean_loss, loss_se = mean_and_stderr(loss)
+    mean_loss, loss_se = mean_and_sem(loss)
     return {"n": n, "accuracy": sum(correct) / n if n else math.nan, "accuracy_lo": lo, "accuracy_hi": hi,
             "loss": mean_loss, "loss_se": loss_se, "token_accuracy": sum(token_accuracy) / n if n else math.nan}
 
@@ -244,10 +220,10 @@ def run_cell(model, layout: AttentionLayout, prompts: CopyingPrompts, config: Ed
 
 
 def edge_study(model, config: EdgeStudyConfig = EdgeStudyConfig(), *, model_label: str = "", adapter: str | None = None,
-               progress: bool = True, on_cell: Callable[[list[dict], list[dict]], None] | None = None,
+               progress: bool = True, journal: RowJournal | None = None,
                layout: AttentionLayout | None = None) -> tuple[list[dict], list[dict]]:
-    """Run every (task, length) cell; returns (condition rows, per-layer sweep rows). ``on_cell`` gets the rows
-    so far after each cell (for writing partial results)."""
+    """Run every (task, length) cell; returns (condition rows, per-layer sweep rows). With a
+    ``journal`` each finished cell is recorded, and cells an earlier run finished are reused."""
     layout = layout or attention_layout(model)
     config_layers = check_layers(config.layers, layout.n_layers) if config.layers is not None else None
     check_heads(config.heads, layout.n_heads)
@@ -256,17 +232,22 @@ def edge_study(model, config: EdgeStudyConfig = EdgeStudyConfig(), *, model_labe
     meta = {"model": model_label, "adapter": adapter or "", "shots": config.n_shots, "seed": config.seed,
             "bos": config.prepend_bos}
     cells = [(task, length) for task in config.tasks for length in config.lengths]
+    done = {(r["task"], r["length"]): r for r in (journal.done() if journal else [])}
     main_rows, sweep_rows = [], []
     with tqdm(total=len(cells) * config.n, desc="edge patching", disable=not progress, unit="prompt") as bar:
         for task, length in cells:
-            prompts = copying_prompts(model.tokenizer, task, length, config.n, n_shots=config.n_shots, seed=config.seed,
-                                      prepend_bos=config.prepend_bos)
-            bar.set_postfix_str(f"{task} L={length}")
-            main, sweep = cell_rows(run_cell(model, layout, prompts, config, bar), config, meta)
+            if (task, length) in done:
+                main, sweep = done[(task, length)]["main"], done[(task, length)]["sweep"]
+                bar.update(config.n)
+            else:
+                prompts = copying_prompts(model.tokenizer, task, length, config.n, n_shots=config.n_shots,
+                                          seed=config.seed, prepend_bos=config.prepend_bos)
+                bar.set_postfix_str(f"{task} L={length}")
+                main, sweep = cell_rows(run_cell(model, layout, prompts, config, bar), config, meta)
+                if journal is not None:
+                    journal.add({"task": task, "length": length, "main": main, "sweep": sweep})
             main_rows += main
             sweep_rows += sweep
-            if on_cell is not None:
-                on_cell(main_rows, sweep_rows)
     return main_rows, sweep_rows
 
 

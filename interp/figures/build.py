@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from ..naming import slug
 from ..tasks import TASK_NAMES, get_task
 from .ablation import ablation_figure
+from .edges import edge_figures
 from .accuracy import accuracy_length_figure
 from .export import STATIC_FORMATS, StaticExporter, save_figure
 from .heads import head_scores_figure, head_sweep_figure
@@ -114,7 +115,10 @@ def build_figures(results_dir: str | Path, model: str | None = None,
         mine = {k: v for k, v in runs.items() if k[0] == m}
         if len(mine) > 1:
             figures.append((f"finetune_summary_{slug(m)}", finetune_summary_figure(mine)))
-    return figures, errors
+    found, edge_errors = edge_figures(results_dir, model)
+    if not found and not edge_errors:
+        log(f"note: skipping edge-patching figures: no {results_dir}/edge_patching_*.csv (written by analyses/patch_edges.py)")
+    return figures + found, errors + edge_errors
 
 
 def make_figures(results_dir: str | Path = "results", out_dir: str | Path = "figures",

@@ -9,20 +9,23 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..figures import OKABE_ITO, slug, style
+from ..naming import slug
 from ..results import read_csv
-from .study import CONDITION_LABELS
+from ..stats import Z_95
+from .style import OKABE_ITO, style
 
 Rows = Sequence[Mapping]
 MAIN_COLUMNS = ("model", "task", "length", "condition", "accuracy", "accuracy_lo", "accuracy_hi", "loss", "loss_se")
 LAYER_COLUMNS = ("model", "task", "length", "edge", "layer", "delta_accuracy", "delta_loss", "loss_se")
+# The conditions of the edge-patching study, as tables and figures name them.
+CONDITION_LABELS = {"none": "no intervention", "induction": "induction edges removed",
+                    "anti_induction": "anti-induction edges removed"}
 CONDITION_COLOURS = {"none": OKABE_ITO["grey"], "induction": OKABE_ITO["blue"], "anti_induction": OKABE_ITO["vermillion"]}
-Z_95 = 1.959963984540054
 
 
 def _check(rows: Rows, columns: Sequence[str], source: str) -> None:
