@@ -12,7 +12,7 @@ So the model is built with empty (meta) parameters, booted, and then filled:
 * warm: the processed weights stored by ``bridge_cache`` are installed by assignment (memory
   mapped, copy-on-write: their pages count only once, when a forward pass reads them);
 * cold: the raw tensors are read from the checkpoint with ``pread`` one chunk at a time (the
-  embedding/unembedding/final norm, then each block), processed by the same
+  embeddings, then the final norm and unembedding, then each block), processed by the same
   ``ProcessWeights.process_weights`` on that chunk alone, and installed before the next chunk
   is read. Every step of TransformerLens' processing reads a block's own tensors (and the
   globals only the global chunk), so the result is bit-identical to processing everything at
@@ -132,13 +132,19 @@ def materialize_synthetic_buffers(bridge) -> None:
             setattr(module, name, torch.zeros(buffer.shape, dtype=buffer.dtype, device=device))
 
 
-def chunks(keys: list[str], n_layers: int) -> Iterator[list[str]]:
-    """The global tensors first (the largest chunk, processed while little else is resident),
-    then block by block."""
+EMBEDDINGS = ("embed.", "pos_embed.")
+
+
+def chunks(keys: list[str], n_layers: int) -> Iterator[tuple[str, list[str]]]:
+    """(role, keys): the embeddings, the other global tensors (final norm, unembedding), then
+    block by block. The two largest chunks go first, while little else is resident, and apart:
+    processing upcasts a chunk to fp32 and clones it twice."""
     blocks = [[k for k in keys if k.startswith(f"blocks.{layer}.")] for layer in range(n_layers)]
     in_blocks = {k for block in blocks for k in block}
-    yield [k for k in keys if k not in in_blocks]
-    yield from (block for block in blocks if block)
+    global_keys = [k for k in keys if k not in in_blocks]
+    yield "embeddings", [k for k in global_keys if k.startswith(EMBEDDINGS)]
+    yield "globals", [k for k in global_keys if not k.startswith(EMBEDDINGS)]
+    yield from (("block", block) for block in blocks if block)
 
 
 def can_process_in_chunks(bridge) -> bool:
@@ -181,26 +187,23 @@ def process_in_chunks(bridge, checkpoint: CheckpointFolder, progress: bool = Fal
         raise ValueError("the bridge's weights are already processed")
     read = raw_state_dict(bridge, checkpoint)
     keys = list(bridge.state_dict())
-    embeddings = [k for k in keys if k.startswith(("embed.", "pos_embed."))]
-    # centre_writing_weights centres the embeddings and every block's output weights in one call
-    # and refuses to run without the embeddings: blocks get a copy to centre and throw away.
+    embeddings = [k for k in keys if k.startswith(EMBEDDINGS)]
+    # center_writing_weights centres the embeddings and every block's output weights in one call
+    # and refuses to run without the embeddings: other chunks get a copy to centre and throw away.
     needs_embeddings = getattr(bridge.cfg, "normalization_type", "LN") in ("LN", "LNPre") \
         and not getattr(bridge.cfg, "final_rms", False)
     bridge._weights_processed = True  # as process_weights does: a failure leaves no raw basis
-    all_chunks = list(chunks(keys, bridge.cfg.n_layers))
-    for index, chunk in enumerate(tqdm(all_chunks, desc="process weights", disable=not progress, leave=False)):
-        is_global = index == 0
+    all_chunks = [(role, chunk) for role, chunk in chunks(keys, bridge.cfg.n_layers) if chunk]
+    for role, chunk in tqdm(all_chunks, desc="process weights", disable=not progress, leave=False):
         state_dict = {key: read(key) for key in chunk}
-        if not is_global and needs_embeddings:
+        borrowed = needs_embeddings and role != "embeddings"
+        if borrowed:
             state_dict.update({key: read(key) for key in embeddings})
-        if is_global and "unembed.weight" in state_dict and "embed.weight" in state_dict \
-                and state_dict["unembed.weight"].data_ptr() == state_dict["embed.weight"].data_ptr():
-            state_dict["unembed.weight"] = state_dict["unembed.weight"].clone()  # untie, as process_weights does
         processed = ProcessWeights.process_weights(
-            state_dict, bridge.cfg, fold_ln=True, center_writing_weights=True, center_unembed=is_global,
+            state_dict, bridge.cfg, fold_ln=True, center_writing_weights=True, center_unembed=role == "globals",
             fold_value_biases=True, refactor_factored_attn_matrices=False, adapter=bridge.adapter)
-        if not is_global:
-            processed = {k: v for k, v in processed.items() if not k.startswith(("embed.", "pos_embed."))}
+        if borrowed:
+            processed = {k: v for k, v in processed.items() if not k.startswith(EMBEDDINGS)}
         ProcessWeights.distribute_weights_to_components(state_dict=_to_tl_prefixes(processed, bridge),
                                                         component_mapping=bridge.real_components)
         del state_dict, processed

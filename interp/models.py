@@ -333,7 +333,7 @@ def bridge_from_hf(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n
         bridge.enable_compatibility_mode(disable_warnings=True, no_processing=True)
         weights = lean_load.CheckpointFolder(checkpoint)
         if lean_load.can_process_in_chunks(bridge):
-            lean_load.process_in_chunks(bridge, weights)
+            lean_load.process_in_chunks(bridge, weights, progress=True)
         else:
             lean_load.process_whole(bridge, weights)
     else:

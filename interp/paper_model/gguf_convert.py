@@ -135,6 +135,7 @@ def convert_gguf_to_hf(gguf_path: Path, folder: Path, settings: ConversionConfig
             total += value.numel() * element_bytes
             bar.update()
         save_file(tensors, str(folder / file), metadata={"format": "pt"})
+        (folder / file).chmod(0o644)  # safetensors writes 0600; the cache is meant to be shared
         del tensors
     bar.close()
     tied = {"lm_head.weight"} if config.tie_word_embeddings else set()
@@ -144,6 +145,7 @@ def convert_gguf_to_hf(gguf_path: Path, folder: Path, settings: ConversionConfig
     index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
     (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
     config.dtype = settings.dtype
+    config.architectures = [type(skeleton).__name__]  # as save_pretrained records it
     config.save_pretrained(folder)
     GenerationConfig.from_model_config(config).save_pretrained(folder)
     AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name).save_pretrained(folder)
