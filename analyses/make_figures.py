@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from interp.cli import Parser, existing_dir, fail
-from interp.figures import (HTML_FORMATS, STATIC_FORMATS, BrowserNotFoundError, make_figures)
+from interp.figures import HTML_FORMATS, STATIC_FORMATS, BrowserNotFoundError, make_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import asdict, replace
 
-from interp.cli import (Parser, add_output_args, fraction, name_list, positive_int, run, task_list)
+from interp.cli import Parser, add_output_args, fraction, name_list, positive_int, run, task_list
 from interp.results import to_markdown, write_table
 from interp.scratch import POSITIONALS, PRESETS, train_table, verdict
 from interp.tasks import TASK_NAMES

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from .tasks import (REPEATS, TASK_NAMES, TaskExample, TaskSpec, copying_is_ambiguous, generate_examples, get_task)
+from .tasks import REPEATS, TASK_NAMES, TaskExample, TaskSpec, copying_is_ambiguous, generate_examples, get_task
 from .vocab import paper_vocabulary
 
 

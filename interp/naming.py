@@ -11,6 +11,8 @@ TINY_MODELS = ("tiny-llama", "tiny-gpt2")
 ALIASES = {
     "smollm2": EMBEDDED_MODEL,
     "smollm2-135m-instruct": EMBEDDED_MODEL,
+    "qwen2.5-coder-1.5b-instruct": PAPER_MODEL,
+    "qwen2.5-coder-1.5b": PAPER_MODEL,
     "gpt2-xl": "openai-community/gpt2-xl",
     "gpt2": "openai-community/gpt2",
 }

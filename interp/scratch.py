@@ -71,7 +71,7 @@ def scratch_tokenizer(items: Sequence[str], drop_query_colon: bool = True):
     the answer is predicted at the query token itself, as in the paper's from-scratch format
     (``[bos] context [sep] query answer``). With the colon the model needs one more hop (from ``:``
     back to the query) before it can search, which slows learning from scratch a lot."""
-    from tokenizers import (Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers)
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     specials = [SPECIAL_TOKENS[k] for k in ("pad", "bos", "eos", "unk")]

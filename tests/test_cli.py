@@ -83,7 +83,7 @@ def test_what_only_the_model_can_tell_is_refused_before_scoring(script, argv, fr
 
 def test_a_corrupt_checkpoint_names_the_file_and_the_way_out(tmp_path):
     from interp.models import load_hf_model
-    from interp.training import (CHECKPOINT_NAME, CheckpointUnreadable, TrainConfig, train)
+    from interp.training import CHECKPOINT_NAME, CheckpointUnreadable, TrainConfig, train
 
     model, tokenizer = load_hf_model("tiny-gpt2")
     config = TrainConfig(task="UF", train_lengths=(3,), id_lengths=(3,), ood_lengths=(4,), steps=2, batch_size=2,

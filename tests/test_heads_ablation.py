@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from interp.ablation import (HookCounter, ablated, ablation_hooks, compute_head_means, random_heads)
+from interp.ablation import HookCounter, ablated, ablation_hooks, compute_head_means, random_heads
 from interp.evaluate import task_prompts
 from interp.experiments import AblationConfig, ablation_conditions
 from interp.heads import Head, parse_heads

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from interp.evaluate import (evaluate_prompts, generate_accuracy, normalize_answer, scores_from_logits, task_prompts)
+from interp.evaluate import evaluate_prompts, generate_accuracy, normalize_answer, scores_from_logits, task_prompts
 from interp.models import ModelNotFoundError, load_model, resolve_device
 from interp.prompts import EncodedPrompt, PromptConfig
 from interp.vocab import item_token_ids, single_token_vocabulary

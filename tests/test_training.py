@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from interp.adapters import (AdapterNotFoundError, LoraSettings, add_lora, merge_adapter, resolve_adapter, save_adapter)
+from interp.adapters import AdapterNotFoundError, LoraSettings, add_lora, merge_adapter, resolve_adapter, save_adapter
 from interp.models import TinyModelConfig, tiny_hf_model
-from interp.scratch import (PRESETS, scratch_items, scratch_tokenizer, spread, train_one, usable_lengths, verdict)
+from interp.scratch import PRESETS, scratch_items, scratch_tokenizer, spread, train_one, usable_lengths, verdict
 from interp.tasks import get_task
 from interp.training import (GIB, HFForward, InsufficientMemoryError, ModelShape, TrainConfig, check_memory, collate,
                              estimate_training_memory, finetune, train, training_items, training_prompts)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from interp.heads import Head, format_heads, parse_heads, validate_heads
-from interp.viz import (attention_view, head_patterns, headless_chromium, save_attention_view)
+from interp.viz import attention_view, head_patterns, headless_chromium, save_attention_view
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "analyses"))

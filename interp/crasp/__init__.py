@@ -34,7 +34,7 @@ from .operations import (PREVIOUS, Distance, Symbols, buckets, choose, condition
 from .programs import (PAPER_LEMMA, PROGRAMS, Program, ProgramFn, bound_needed, bounded_copy, bounded_last,
                        bounded_program, not_expressible_reason, program_for)
 from .running import accuracy, exact_match, generate, run_program, teacher_forced
-from .vocabulary import (AMBIGUOUS, BOS, NONE, SEP, STOP, Vocabulary, encode, encode_batch)
+from .vocabulary import AMBIGUOUS, BOS, NONE, SEP, STOP, Vocabulary, encode, encode_batch
 
 __all__ = [
     "AMBIGUOUS", "BOS", "Distance", "NONE", "PAPER_LEMMA", "PREVIOUS", "PROGRAMS", "Program", "ProgramFn", "SEP", "STOP",

@@ -16,10 +16,10 @@ from ..tasks import DIRECTIONAL_PAIRS, TASK_NAMES
 from .ablation import ablation_figure
 from .accuracy import accuracy_length_figure
 from .build import RESULT_FILES, build_figures, make_figures
-from .export import (HTML_FORMATS, PLOTLY_JS, STATIC_FORMATS, StaticExporter, figure_html, save_figure)
+from .export import HTML_FORMATS, PLOTLY_JS, STATIC_FORMATS, StaticExporter, figure_html, save_figure
 from .heads import SCORE_TITLES, head_scores_figure, head_sweep_figure
-from .rows import (ABLATION_CONDITIONS, REQUIRED_COLUMNS, Rows, load_results, models_in, select_model)
-from .style import (CONDITION_STYLE, DELTA_SCALE, FONT, OKABE_ITO, PALETTE, SCORE_SCALE, SPLIT_STYLE, TEMPLATE, style)
+from .rows import ABLATION_CONDITIONS, REQUIRED_COLUMNS, Rows, load_results, models_in, select_model
+from .style import CONDITION_STYLE, DELTA_SCALE, FONT, OKABE_ITO, PALETTE, SCORE_SCALE, SPLIT_STYLE, TEMPLATE, style
 from .training import finetune_figure, finetune_summary_figure, from_scratch_figure
 
 __all__ = [

@@ -19,7 +19,7 @@ from .devices import resolve_device, resolve_dtype
 from .embedded import (EMBEDDED_GGUF, EMBEDDED_PACKAGE, convert_gguf, embedded_cache_path, embedded_gguf_path,
                        load_embedded_hf)
 from .hub import cached_hub_models, local_checkpoint
-from .loading import (available_models, bridge_from_hf, load_hf_model, load_model, tokenizer_adds_bos)
+from .loading import available_models, bridge_from_hf, load_hf_model, load_model, tokenizer_adds_bos
 from .processed import processed_weights_file
 from .store import CacheDamaged, cache_dir
 from .tiny import TinyModelConfig, tiny_hf_model, tiny_tokenizer

@@ -1,4 +1,4 @@
-"""Models converted into the cache (from a GGUF file): loaded when sound, converted again when not.
+"""Models converted into the cache (from a GGUF file): used when sound, converted again when not.
 
 A converted folder is only a copy of something this machine can rebuild, so a damaged one (a
 truncated ``model.safetensors``, a deleted ``tokenizer.json``, bytes changed since conversion,
@@ -13,13 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase)
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from .store import CacheDamaged, publish_folder, read_manifest, verify
 
 logger = logging.getLogger(__name__)
 
 PROCESSED_PREFIX = "processed-"
+Convert = Callable[[Path], None]
 
 
 def check_finite(model: torch.nn.Module, source: Path | str) -> None:
@@ -29,27 +30,45 @@ def check_finite(model: torch.nn.Module, source: Path | str) -> None:
             raise CacheDamaged(Path(source), f"weight {name} holds NaN or infinite values")
 
 
-def _load(folder: Path, dtype: torch.dtype) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def verify_converted(folder: Path) -> None:
+    """The raw files of a converted folder (everything but processed weights) as written."""
     raw = [name for name in read_manifest(folder) if not name.startswith(PROCESSED_PREFIX)]
     verify(folder, raw)
+
+
+def convert_again(folder: Path, convert: Convert, what: str, reason: str) -> Path:
+    logger.warning("%s: the converted model in %s is unusable (%s); converting it again", what, folder, reason)
+    return publish_folder(folder, convert)
+
+
+def ensure_converted(folder: Path, convert: Convert, what: str) -> Path:
+    """``folder`` once it holds a sound conversion: converted on first use, again when damaged."""
+    folder = Path(folder)
+    if not folder.exists():
+        logger.info("first load of %s: converting it into %s", what, folder)
+        return publish_folder(folder, convert)
+    try:
+        verify_converted(folder)
+    except CacheDamaged as err:
+        return convert_again(folder, convert, what, str(err))
+    return folder
+
+
+def _load(folder: Path, dtype: torch.dtype) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
     check_finite(model, folder)
     return model.eval(), AutoTokenizer.from_pretrained(folder)
 
 
-def load_converted(folder: Path, dtype: torch.dtype, convert: Callable[[Path], None],
+def load_converted(folder: Path, dtype: torch.dtype, convert: Convert,
                    what: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The model converted into ``folder``; converted (again) with ``convert(staging_folder)``
-    when the folder is missing or damaged. A fresh conversion that is itself unusable raises."""
-    folder = Path(folder)
-    if folder.exists():
-        try:
-            return _load(folder, dtype)
-        except Exception as err:  # noqa: BLE001 - any failure to read a rebuildable copy means: rebuild it
-            logger.warning("%s: the converted model in %s is unusable (%s); converting it again", what, folder, err)
-    else:
-        logger.info("first load of %s: converting it into %s", what, folder)
-    publish_folder(folder, convert)
+    """The Hugging Face model converted into ``folder`` (converted with ``convert(staging_folder)``
+    when missing or damaged). A fresh conversion that is itself unusable raises."""
+    folder = ensure_converted(folder, convert, what)
+    try:
+        return _load(folder, dtype)
+    except Exception as err:  # noqa: BLE001 - any failure to read a rebuildable copy means: rebuild it
+        convert_again(folder, convert, what, str(err))
     try:
         return _load(folder, dtype)
     except CacheDamaged as err:

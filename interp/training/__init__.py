@@ -15,11 +15,11 @@ Modules: ``config``, ``data``, ``evaluation``, ``memory``, ``checkpoint``, ``loo
 """
 
 from ..naming import model_label
-from .checkpoint import (CHECKPOINT_NAME, CheckpointUnreadable, read_checkpoint, save_checkpoint, trainable_state)
-from .config import (DEFAULT_LENGTHS, PRECISIONS, SCHEDULES, Precision, TrainConfig, check_lengths)
-from .data import (IGNORE_INDEX, Batch, TrainItem, batch_loss, collate, end_token_id, training_items, training_prompts)
+from .checkpoint import CHECKPOINT_NAME, CheckpointUnreadable, read_checkpoint, save_checkpoint, trainable_state
+from .config import DEFAULT_LENGTHS, PRECISIONS, SCHEDULES, Precision, TrainConfig, check_lengths
+from .data import IGNORE_INDEX, Batch, TrainItem, batch_loss, collate, end_token_id, training_items, training_prompts
 from .evaluation import HFForward, autocast_context, evaluate_lengths
-from .finetune import (FinetuneResult, accuracy_summary, finetune, run_info, write_adapter_readme)
+from .finetune import FinetuneResult, accuracy_summary, finetune, run_info, write_adapter_readme
 from .loop import TrainResult, lr_factor, train
 from .memory import (GIB, InsufficientMemoryError, MemoryEstimate, ModelShape, check_memory, device_memory_bytes,
                      estimate_training_memory, plan_memory)

