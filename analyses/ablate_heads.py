@@ -1,8 +1,8 @@
 """Score every head, then ablate the top-k induction, top-k anti-induction and k random heads
 (zero and mean ablation) and recompute accuracy on UF, UB, UR, UL. The `make run` job.
 
-Writes results/head_scores.*, results/ablation.* and results/ablation_summary.* (with
-`--adapter NAME` the files end in `_NAME`). A killed run started again with the same arguments
+Writes results/head_scores_<model>.*, results/ablation_<model>.* and results/ablation_summary_<model>.*
+(with an adapter the model reads `smollm2-135m+ub`). A killed run started again with the same arguments
 resumes: finished head scores and finished ablation cells are reused.
 """
 

@@ -1,8 +1,8 @@
 """In-context accuracy of a model on the ten tasks at several lengths, with the directional
 pairs (UR vs UL, UF vs UB, ...) side by side.
 
-Writes results/directional_bias.* and results/directional_pairs.* (with `--adapter NAME` the
-files end in `_NAME`). A killed run started again with the same arguments resumes from the
+Writes results/directional_bias_<model>.* and results/directional_pairs_<model>.* (with an adapter
+the model reads `smollm2-135m+ub`). A killed run started again with the same arguments resumes from the
 finished cells.
 """
 

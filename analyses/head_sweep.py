@@ -1,7 +1,7 @@
 """Ablate every head alone (or the heads of --heads) and record the change in a task's accuracy
 and answer log-probability (layer x head table).
 
-Writes results/head_sweep.* (with `--adapter NAME`: head_sweep_NAME.*).
+Writes results/head_sweep_<model>.* (with an adapter the model reads `smollm2-135m+ub`).
 """
 
 from __future__ import annotations

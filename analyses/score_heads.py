@@ -1,7 +1,7 @@
 """Per-head induction, anti-induction and previous-token scores (repeated random tokens), plus
 attention to the answer's source on task prompts; writes the layer x head table.
 
-Writes results/head_scores.* (with `--adapter NAME`: head_scores_NAME.*).
+Writes results/head_scores_<model>.* (with an adapter the model reads `smollm2-135m+ub`).
 """
 
 from __future__ import annotations

@@ -238,10 +238,11 @@ def load_model_from_args(args: argparse.Namespace):
 
 
 def results_suffix(args: argparse.Namespace) -> str:
-    """``_<adapter>`` for runs of a model with an adapter, so they never overwrite the base model's."""
-    from .naming import model_label
+    """``_<model>`` (with its adapter: ``_smollm2-135m+ub``) for the result files of a run, so runs
+    of different models never overwrite each other."""
+    from .naming import canonical_name, model_label, with_adapter
 
-    return f"_{model_label(args.adapter)}" if getattr(args, "adapter", None) else ""
+    return f"_{model_label(with_adapter(canonical_name(args.model), getattr(args, 'adapter', None)))}"
 
 
 # --------------------------------------------------------------------------- running a script

@@ -141,8 +141,8 @@ def test_directional_bias_script_on_the_papers_files(tmp_path, capsys):
     printed = capsys.readouterr().out
     from interp.results import read_csv
 
-    rows = read_csv(tmp_path / "directional_bias.csv")
+    rows = read_csv(tmp_path / "directional_bias_tiny-llama.csv")
     assert {(r["task"], r["length"]) for r in rows} == {("UL", 6), ("UR", 6)}
     assert sorted({r["template"] for r in rows}) == sorted(PromptConfig.paper().templates_for("retrieval"))
-    assert (tmp_path / "directional_templates.csv").exists() and "template_sd" in printed
+    assert (tmp_path / "directional_templates_tiny-llama.csv").exists() and "template_sd" in printed
     assert get_task("UL").family == "retrieval"
