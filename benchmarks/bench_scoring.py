@@ -1,5 +1,8 @@
-"""Scoring every head (batched, pattern hooks only) vs TransformerLens `detect_head` over the same
-repeated sequences of the embedded model: same scores, and the time ratio."""
+"""Scoring every head (batched, pattern hooks only) vs TransformerLens `detect_head`, on the same
+repeated sequences of the embedded model: the same scores, and the time ratio (A/B alternated).
+
+Two comparisons: `score_heads` (all three scores) and `detect_induction_batched` (detect_head's
+own measure, batched) each against `detect_head` (induction only, one sequence at a time)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import timed  # noqa: E402
+from _harness import add_timing_args, compare, print_header  # noqa: E402
 
 import torch  # noqa: E402
 from transformer_lens.head_detector import detect_head  # noqa: E402
@@ -20,9 +23,12 @@ from interp.vocab import word_vocabulary  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--n", type=int, default=20, help="sequences")
+    parser.add_argument("--n", type=int, default=20, help="sequences (default: 20)")
     parser.add_argument("--half-length", type=int, default=50)
+    parser.add_argument("--batch-size", type=int, default=20, help="score_heads batch size (default: 20)")
+    add_timing_args(parser)
     args = parser.parse_args()
+    print_header(f"bench_scoring: {args.n} sequences of 2 x {args.half_length} tokens")
     model = load_model(device="cpu")
     tokenizer = model.tokenizer
     # words that re-tokenize exactly, so detect_head (which takes strings) sees the same token ids
@@ -30,19 +36,29 @@ def main() -> None:
     tokens = repeated_random_tokens(pool, args.n, args.half_length, seed=0)
     texts = [tokenizer.decode(row) for row in tokens]
     assert all(tokenizer.encode(t, add_special_tokens=False) == row.tolist() for t, row in zip(texts, tokens))
-    times: dict[str, float] = {}
-    with timed("interp: all three scores, all heads", times):
-        ours = score_heads(model, tokens, half_length=args.half_length, progress=False)
-    with timed("interp: detect_head's measure, batched", times):
-        batched = detect_induction_batched(model, tokens)
-    with timed("transformer_lens detect_head (induction only)", times):
-        theirs = detect_head(model, texts, "induction_head").float()
-    print(f"max |batched - detect_head| = {(batched - theirs).abs().max():.2e}; "
-          f"rank correlation of interp induction score with detect_head: {spearman(ours['induction'], theirs):.3f}")
-    print(f"top induction heads: interp {[str(h) for h in ours.top_heads('induction', 5)]}")
-    base = times["transformer_lens detect_head (induction only)"]
-    print(f"detect_head / interp score_heads time ratio: {base / times['interp: all three scores, all heads']:.1f}x (target >= 5x)")
-    print(f"detect_head / interp batched detect time ratio: {base / times['interp: detect_head' + chr(39) + 's measure, batched']:.1f}x")
+
+    def ours():
+        return score_heads(model, tokens, half_length=args.half_length, batch_size=args.batch_size, progress=False)
+
+    def batched():
+        return detect_induction_batched(model, tokens, batch_size=args.batch_size)
+
+    def theirs():
+        return detect_head(model, texts, "induction_head").float()
+
+    timing = dict(repeats=args.repeats, warmup=args.warmup)
+    main_cmp = compare("interp score_heads (3 scores)", ours, "TL detect_head (induction)", theirs,
+                       title="score_heads vs detect_head", **timing)
+    batched_cmp = compare("interp detect_induction_batched", batched, "TL detect_head (induction)", theirs,
+                          title="detect_head's measure, batched vs detect_head", **timing)
+    scores, detected = main_cmp.a.output, main_cmp.b.output
+    print(f"max |detect_induction_batched - detect_head| = {(batched_cmp.a.output - detected).abs().max():.2e}; "
+          f"rank correlation of the interp induction score with detect_head: {spearman(scores['induction'], detected):.3f}")
+    print(f"top induction heads: interp {[str(h) for h in scores.top_heads('induction', 5)]}")
+    print(f"RESULT detect_head / score_heads: median {main_cmp.ratio:.2f}x "
+          f"({min(main_cmp.ratios):.2f}-{max(main_cmp.ratios):.2f}); "
+          f"detect_head / batched detect: median {batched_cmp.ratio:.2f}x "
+          f"({min(batched_cmp.ratios):.2f}-{max(batched_cmp.ratios):.2f})")
 
 
 if __name__ == "__main__":

@@ -54,12 +54,14 @@ def is_act(name: str) -> Callable[[str], bool]:
 # --------------------------------------------------------------------------- booting
 
 
-def boot(hf_model, tokenizer, name: str, device: torch.device) -> TransformerBridge:
-    """A bridge around ``hf_model`` (not yet in compatibility mode); an empty (meta) model gets
+def boot(hf_model, tokenizer, name: str, device: torch.device, repo: str | None = None) -> TransformerBridge:
+    """A bridge around ``hf_model`` (not yet in compatibility mode), named ``name`` in its config;
+    ``repo`` is the model's Hugging Face repository when ``name`` is not. An empty (meta) model gets
     its synthetic buffers, and is filled later (:func:`install_processed_weights`,
     :func:`process_in_chunks`, :func:`fill_empty_parameters`)."""
-    bridge = TransformerBridge.boot_transformers(name, hf_model=hf_model, tokenizer=tokenizer, device=device,
-                                                 dtype=hf_model.dtype)
+    bridge = TransformerBridge.boot_transformers(repo or name, hf_model=hf_model, tokenizer=tokenizer,
+                                                 device=device, dtype=hf_model.dtype)
+    bridge.cfg.model_name = name
     if is_empty(hf_model):
         materialize_synthetic_buffers(bridge)
     return bridge

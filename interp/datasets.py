@@ -1,6 +1,6 @@
 """Where task examples come from: the seeded generator (:class:`Generated`, the default) or the
 paper's own JSONL files (:class:`PaperData`), so that every analysis can evaluate exactly the
-records the paper evaluated (``--data FILE``). Both are :class:`ExampleSource`\ s.
+records the paper evaluated (``--data FILE``). Both are :class:`ExampleSource` objects.
 
 Formats (``datasets/`` of ``lacoco-lab/always_a_transformer``):
 

@@ -8,6 +8,9 @@ from pathlib import Path
 EMBEDDED_MODEL = "smollm2-135m"
 PAPER_MODEL = "qwen2.5-1.5b"
 TINY_MODELS = ("tiny-llama", "tiny-gpt2")
+# Our short names are TransformerLens aliases of *other* checkpoints ("qwen2.5-1.5b" is the base
+# Qwen2.5-1.5B there): the bridge is booted under the real repository name instead.
+HUB_REPOS = {EMBEDDED_MODEL: "HuggingFaceTB/SmolLM2-135M-Instruct", PAPER_MODEL: "Qwen/Qwen2.5-Coder-1.5B-Instruct"}
 ALIASES = {
     "smollm2": EMBEDDED_MODEL,
     "smollm2-135m-instruct": EMBEDDED_MODEL,

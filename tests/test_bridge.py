@@ -19,13 +19,26 @@ PRIVATE_PATTERNS = (r"\._modules\[", r"_weights_processed", r"model_bridge\.sour
 
 def test_private_transformer_lens_names_still_exist(tiny_llama):
     """Every name of ``PRIVATE_NAMES``: if this fails after an upgrade, adapt interp/bridge.py."""
+    from transformer_lens.model_bridge.architecture_adapter import ArchitectureAdapter
+    from transformer_lens.model_bridge.generalized_components.moe import has_batched_experts
     from transformer_lens.weight_processing import ProcessWeights
 
-    assert isinstance(tiny_llama._weights_processed, bool)
-    assert {"embed", "blocks", "unembed"} <= set(tiny_llama.real_components)
-    assert callable(tiny_llama.adapter.postprocess_weights)
-    assert callable(ProcessWeights.distribute_weights_to_components)
-    assert len(tl.PRIVATE_NAMES) == 4
+    checks = {
+        "TransformerBridge._weights_processed": isinstance(tiny_llama._weights_processed, bool),
+        "TransformerBridge.real_components": {"embed", "blocks", "unembed"} <= set(tiny_llama.real_components),
+        "ArchitectureAdapter.postprocess_weights": callable(tiny_llama.adapter.postprocess_weights),
+        "ArchitectureAdapter.preprocess_weights": callable(ArchitectureAdapter.preprocess_weights),
+        "ProcessWeights.distribute_weights_to_components": callable(ProcessWeights.distribute_weights_to_components),
+        "ProcessWeights.process_weights": callable(ProcessWeights.process_weights),
+        "moe.has_batched_experts": has_batched_experts(tiny_llama.original_model) is False,
+        "the '._original_component' segment of module paths": any(
+            "._original_component" in name for name, _ in tiny_llama.named_parameters()),
+        "the zero 'bias' buffer UnembeddingBridge adds to a bias-free unembedding": (
+            "bias" in dict(tiny_llama.unembed.original_component.named_buffers(recurse=False))
+            and not tiny_llama.unembed.original_component.bias.any()),
+    }
+    assert set(checks) == set(tl.PRIVATE_NAMES)
+    assert {name: ok for name, ok in checks.items() if not ok} == {}
 
 
 def test_only_the_bridge_module_touches_private_names():

@@ -9,7 +9,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from .. import bridge as tl
-from ..naming import EMBEDDED_MODEL, PAPER_MODEL, TINY_MODELS, ModelNotFoundError, canonical_name, with_adapter
+from ..naming import (EMBEDDED_MODEL, HUB_REPOS, PAPER_MODEL, TINY_MODELS, ModelNotFoundError, canonical_name,
+                      with_adapter)
 from .converted import check_finite, convert_again
 from .devices import resolve_device, resolve_dtype
 from .embedded import convert_embedded, embedded_folder, load_embedded_hf
@@ -97,7 +98,8 @@ def bridge_from_hf(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n
 def _prepared_bridge(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, name: str, device):
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return tl.boot(model, tokenizer, name, torch.device(device))
+    base = name.partition("+")[0]  # an adapter's suffix is not part of the repository's name
+    return tl.boot(model, tokenizer, name, torch.device(device), repo=HUB_REPOS.get(base))
 
 
 def _finished(bridge, tokenizer: PreTrainedTokenizerBase):

@@ -15,9 +15,9 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from tqdm.auto import tqdm
 

@@ -1,0 +1,199 @@
+"""A/B timing shared by the benchmarks: honest numbers on a shared machine.
+
+``compare(name_a, fn_a, name_b, fn_b)`` runs each side ``warmup`` times untimed, then alternates
+A B A B ... ``repeats`` times, and reports per side the median and min-max time, the per-pair
+ratio time(B) / time(A) (median and min-max; ``compare_many`` does the same for more sides,
+against the last one), the torch thread count, the load average before
+and after, and the achieved GFLOP/s as a share of this machine's matmul peak (measured in-process
+by ``bench_peak.measure_peak``). FLOPs are counted by ``torch.utils.flop_counter.FlopCounterMode``
+over the first warm-up run of each side: matmuls, convolutions and attention kernels only, so
+elementwise work is not credited and the share is a lower bound.
+
+Alternating and quoting medians matters: one other busy process turned a 1.7x speed-up into 0.5x
+on this kind of machine, and a single A-then-B timing cannot tell that from a real change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+
+def cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_line() -> str:
+    """One line saying what the numbers were measured on."""
+    return (f"machine: {cpu_name()}, {os.cpu_count()} logical CPUs, torch {torch.__version__} "
+            f"with {torch.get_num_threads()} threads")
+
+
+def load_average() -> tuple[float, float, float]:
+    return os.getloadavg()
+
+
+def format_load(load: tuple[float, float, float]) -> str:
+    return "/".join(f"{x:.2f}" for x in load)
+
+
+@functools.cache
+def peak_gflops() -> float:
+    """This machine's matmul peak, measured once per process (about two seconds)."""
+    from bench_peak import measure_peak
+
+    return measure_peak()
+
+
+def count_flops(fn: Callable[[], Any]) -> tuple[int, Any]:
+    """(FLOPs counted, return value) of one call of ``fn``."""
+    with FlopCounterMode(display=False) as counter:
+        value = fn()
+    return counter.get_total_flops(), value
+
+
+def _spread(values: list[float], fmt: str = "{:.2f}") -> str:
+    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
+@dataclass
+class Side:
+    name: str
+    times: list[float] = field(default_factory=list)
+    flops: int | None = None
+    output: Any = None  # what the last run returned, for the benchmark's own checks
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    def gflops(self) -> float | None:
+        return None if not self.flops else self.flops / self.median / 1e9
+
+
+@dataclass
+class Comparison:
+    """Timings of sides run round-robin (A B A B ..., or A B C A B C ...). ``ratios`` are
+    time(B) / time(A), one per round: how many times faster A ran than B, here and now."""
+
+    title: str
+    sides: list[Side]
+    threads: int
+    load_before: tuple[float, float, float]
+    load_after: tuple[float, float, float]
+    peak: float | None
+
+    @property
+    def a(self) -> Side:
+        return self.sides[0]
+
+    @property
+    def b(self) -> Side:
+        return self.sides[-1]
+
+    def ratios_of(self, side: Side) -> list[float]:
+        """time(baseline) / time(side), one per round; the baseline is the last side."""
+        return [tb / ts for ts, tb in zip(side.times, self.b.times)]
+
+    @property
+    def ratios(self) -> list[float]:
+        return self.ratios_of(self.a)
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.ratios)
+
+    def table(self) -> str:
+        lines = [f"== {self.title} ==",
+                 f"threads {self.threads} | load average (1/5/15 min) before {format_load(self.load_before)}, "
+                 f"after {format_load(self.load_after)}" + (f" | matmul peak {self.peak:.1f} GFLOP/s" if self.peak else "")]
+        width = max(len(side.name) for side in self.sides) + 3
+        lines.append(f"{'side':<{width}}  {'median s (min-max)':<24} {'GFLOP/run':>10} {'GFLOP/s':>8} {'of peak':>8}")
+        for tag, side in zip("ABCDEFGH", self.sides):
+            rate = side.gflops()
+            share = f"{100 * rate / self.peak:.0f}%" if rate and self.peak else "-"
+            flops = f"{side.flops / 1e9:>10.1f}" if side.flops else f"{'-':>10}"
+            lines.append(f"{tag}: {side.name:<{width - 3}}  {_spread(side.times):<24} {flops} "
+                         f"{rate or 0:>8.1f} {share:>8}")
+        baseline_tag = "ABCDEFGH"[len(self.sides) - 1]
+        for tag, side in zip("ABCDEFGH", self.sides[:-1]):
+            ratios = self.ratios_of(side)
+            lines.append(f"time({baseline_tag}) / time({tag}): median {statistics.median(ratios):.2f}x "
+                         f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x) over {len(ratios)} rounds")
+        return "\n".join(lines)
+
+
+def compare(name_a: str, fn_a: Callable[[], Any], name_b: str, fn_b: Callable[[], Any], *, repeats: int = 3,
+            warmup: int = 1, flops: bool = True, peak: bool = True, title: str | None = None,
+            quiet: bool = False) -> Comparison:
+    """Time ``fn_a`` against ``fn_b``: warm-up, then A B A B ... ``repeats`` times; print the table.
+
+    With ``flops`` the first warm-up call of each side runs under a FLOP counter (an extra
+    untimed call when ``warmup`` is 0). ``result.a.output`` / ``result.b.output`` hold what the
+    last call of each side returned, for the benchmark's own checks."""
+    return compare_many([(name_a, fn_a), (name_b, fn_b)], repeats=repeats, warmup=warmup, flops=flops, peak=peak,
+                        title=title or f"{name_a} vs {name_b}", quiet=quiet)
+
+
+def compare_many(sides: Sequence[tuple[str, Callable[[], Any]]], *, repeats: int = 3, warmup: int = 1,
+                 flops: bool = True, peak: bool = True, title: str = "", quiet: bool = False) -> Comparison:
+    """``compare`` for two or more sides, run round-robin; ratios are against the last side."""
+    if len(sides) < 2:
+        raise ValueError(f"{len(sides)} side(s) given; a comparison needs at least 2")
+    if len(sides) > 8:
+        raise ValueError(f"{len(sides)} sides given; at most 8")
+    if repeats < 3:
+        raise ValueError(f"repeats={repeats}: alternate at least 3 times, a median of fewer says little")
+    if warmup < 0:
+        raise ValueError(f"warmup={warmup} must be >= 0")
+    timed = [Side(name) for name, _ in sides]
+    fns = [fn for _, fn in sides]
+    peak_value = peak_gflops() if peak else None
+    for side, fn in zip(timed, fns):
+        for i in range(max(warmup, int(flops))):
+            if flops and i == 0:
+                side.flops, side.output = count_flops(fn)
+            else:
+                side.output = fn()
+    load_before = load_average()
+    for _ in range(repeats):
+        for side, fn in zip(timed, fns):
+            side.output = None  # let the previous result go before timing the next one
+            gc.collect()
+            start = time.perf_counter()
+            side.output = fn()
+            side.times.append(time.perf_counter() - start)
+            if not quiet:
+                print(f"  {side.name}: {side.times[-1]:.2f} s", flush=True)
+    result = Comparison(title or " vs ".join(s.name for s in timed), timed, torch.get_num_threads(), load_before,
+                        load_average(), peak_value)
+    if not quiet:
+        print(result.table(), flush=True)
+    return result
+
+
+def add_timing_args(parser: argparse.ArgumentParser, repeats: int = 3) -> argparse.ArgumentParser:
+    """``--repeats`` and ``--warmup`` for a benchmark's command line."""
+    parser.add_argument("--repeats", type=int, default=repeats, help=f"alternating A/B pairs (default: {repeats}, at least 3)")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed runs of each side first (default: 1)")
+    return parser
+
+
+def print_header(title: str) -> None:
+    print(f"# {title}\n{machine_line()}\nload average at start: {format_load(load_average())}", flush=True)

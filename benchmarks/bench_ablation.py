@@ -1,0 +1,53 @@
+"""`make run`'s ablation study with each condition replayed from its lowest ablated layer (the
+default) vs every condition as a full hooked forward pass (what the study did before), on the
+embedded model: identical tables (checked), and the time ratio (A/B alternated).
+
+Both sides use the same head scores (computed once, untimed), so the ratio is that of the study
+itself. The default `--n 10` keeps a pair of runs to about two minutes on an idle 2-core
+machine; `--n 30` is `make run`'s own setting (the ratio does not depend on n: every condition
+costs n prompts on both sides)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _harness import add_timing_args, compare, print_header  # noqa: E402
+
+from interp.experiments.head_ablation import AblationConfig, ablation_study  # noqa: E402
+from interp.models import load_model  # noqa: E402
+from interp.scoring import score_heads  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=10, help="examples per task (default: 10; make run uses 30)")
+    parser.add_argument("--score-sequences", type=int, default=100, help="sequences for the head scores (default: 100)")
+    add_timing_args(parser)
+    args = parser.parse_args()
+    config = AblationConfig(n_examples=args.n)
+    print_header(f"bench_ablation: tasks {','.join(config.tasks)} at lengths {config.lengths}, n={args.n}, "
+                 f"k={config.k}, kinds {','.join(config.kinds)}, random seeds {config.random_seeds}")
+    model = load_model(device="cpu")
+    scores = score_heads(model, n_sequences=args.score_sequences, seed=config.seed, progress=False)
+
+    def study(replay_clean: bool) -> list[dict]:
+        return ablation_study(model, scores, config, progress=False, replay_clean=replay_clean)
+
+    result = compare("study, replayed from the lowest ablated layer", lambda: study(True),
+                     "study, full forward pass per condition", lambda: study(False),
+                     repeats=args.repeats, warmup=args.warmup, title="ablation study: replay vs full passes")
+    fast, slow = result.a.output, result.b.output
+    columns = ("condition", "ablation", "seed", "task", "length", "heads", "n_examples", "accuracy", "delta_accuracy")
+    same = [{c: r.get(c) for c in columns} for r in fast] == [{c: r.get(c) for c in columns} for r in slow]
+    diff = max(abs(a["mean_logprob"] - b["mean_logprob"]) for a, b in zip(fast, slow))
+    print(f"{len(fast)} rows; identical accuracy table: {same}; max |mean log-prob difference|: {diff:.1e}")
+    print(f"RESULT full / replay: median {result.ratio:.2f}x ({min(result.ratios):.2f}-{max(result.ratios):.2f})")
+    if not same:
+        raise SystemExit("the two studies disagree: the replay is wrong")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Attribution screen (one forward + one backward pass per batch) vs the exact single-head sweep
+over all 270 heads of the embedded model on UF: the time ratio (alternated runs), and how well the
+screen ranks heads like the exact sweep (Spearman over all heads of the change in answer
+log-probability, overlap of the 10 heads whose ablation lowers it most), for zero and mean
+ablation. Targets: >= 30x faster, Spearman >= 0.7, >= 6 of the exact top 10.
+
+`--variants` adds other estimators as further sides of the same timed comparison:
+`igK` integrated gradients with K points on the path where every head moves towards its ablation
+at once; `recheckK` the screen followed by the exact sweep of its K flagged heads (largest
+estimated change), whose exact values replace their estimates.
+
+The exact sweep dominates the run time (about 30 s per prompt and run on an idle 2-core
+machine); the default (2 prompts, A/B timing on zero ablation only, mean ablation validated from
+one run of each) takes about 5 minutes. `--n 8 --time-kinds zero,mean --variants ig2,recheck10`
+is the full comparison (about 40 minutes)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _harness import add_timing_args, compare_many, format_load, load_average, print_header  # noqa: E402
+
+from interp.ablation import compute_head_means  # noqa: E402
+from interp.attribution import agreement, attribution_sweep, recheck, sweep_delta_logprob  # noqa: E402
+from interp.evaluate import resolve_prepend_bos, task_prompts  # noqa: E402
+from interp.models import load_model  # noqa: E402
+from interp.prompts import PromptConfig, encode_prompts  # noqa: E402
+from interp.sweep import head_sweep  # noqa: E402
+
+EXACT = "exact head_sweep"
+
+
+def parse_variants(text: str) -> list[str]:
+    variants = [v for v in text.split(",") if v]
+    for v in variants:
+        if not re.fullmatch(r"atp|ig[1-9]\d*|recheck\d+", v):
+            raise argparse.ArgumentTypeError(f"variant {v!r}: expected atp, igK (e.g. ig2) or recheckK (e.g. recheck10)")
+    return variants
+
+
+def estimators(model, encoded, kind, means, batch_size, variants):
+    """name -> function returning a layer x head table of estimated changes in answer log-prob."""
+
+    def screen(steps=1):
+        return attribution_sweep(model, encoded, kind, means, batch_size=batch_size, steps=steps, progress=False)
+
+    table = {}
+    for variant in variants:
+        if variant == "atp":
+            table["attribution (atp)"] = lambda: screen().delta_logprob()
+        elif variant.startswith("ig"):
+            table[f"integrated gradients, {variant[2:]} points"] = lambda k=int(variant[2:]): screen(k).delta_logprob()
+        else:
+            k = int(variant[len("recheck"):])
+            table[f"atp + exact recheck of {k} heads"] = lambda k=k: recheck(model, encoded, screen(), k, means,
+                                                                               batch_size, progress=False)
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default="UF")
+    parser.add_argument("--length", type=int, default=10)
+    parser.add_argument("--n", type=int, default=2, help="prompts (default: 2)")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--kinds", default="zero,mean", help="ablations to validate (default: zero,mean)")
+    parser.add_argument("--time-kinds", default="zero", help="ablations to time in alternated runs (default: zero)")
+    parser.add_argument("--variants", type=parse_variants, default=[], help="extra estimators, e.g. ig2,recheck10")
+    parser.add_argument("--k", type=int, default=10, help="top-k overlap (default: 10)")
+    add_timing_args(parser)
+    args = parser.parse_args()
+    kinds, time_kinds = args.kinds.split(","), set(args.time_kinds.split(","))
+    variants = ["atp", *[v for v in args.variants if v != "atp"]]
+    model = load_model(device="cpu")
+    config = PromptConfig()
+    bos = resolve_prepend_bos(model, config)
+    encoded = encode_prompts(model.tokenizer, task_prompts(model, args.task, args.length, args.n, 0, config), bos)
+    reference = encode_prompts(model.tokenizer, task_prompts(model, args.task, args.length, args.n, 10_000, config), bos)
+    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
+    print_header(f"bench_attribution: {args.task} at length {args.length}, {args.n} prompts of "
+                 f"{max(len(p.ids) for p in encoded)} tokens, all {n_layers * n_heads} heads")
+    means = compute_head_means(model, reference, progress=False) if "mean" in kinds else None
+    summary = []
+    for kind in kinds:
+        sides = estimators(model, encoded, kind, means, args.batch_size, variants)
+
+        def exact():
+            return head_sweep(model, encoded, kind=kind, means=means, batch_size=args.batch_size, progress=False)
+
+        if kind in time_kinds:
+            result = compare_many([*sides.items(), (EXACT, exact)], repeats=args.repeats, warmup=args.warmup,
+                                  title=f"estimators vs the exact sweep, {kind} ablation")
+            outputs = {side.name: side.output for side in result.sides}
+            ratios = {side.name: f"{result.b.median / side.median:.1f}x "
+                                 f"({min(result.ratios_of(side)):.1f}-{max(result.ratios_of(side)):.1f})"
+                      for side in result.sides[:-1]}
+        else:  # one untimed-warm-up run each: indicative only
+            load, outputs, seconds = load_average(), {}, {}
+            for name, fn in [*sides.items(), (EXACT, exact)]:
+                start = time.perf_counter()
+                outputs[name] = fn()
+                seconds[name] = time.perf_counter() - start
+            ratios = {name: f"{seconds[EXACT] / seconds[name]:.1f}x (single runs, load {format_load(load)})"
+                      for name in sides}
+        truth = sweep_delta_logprob(outputs[EXACT], n_layers, n_heads)
+        print(f"exact top {args.k} ({kind}): {' '.join(map(str, agreement(truth, truth, args.k).top_exact))}")
+        for name in sides:
+            match = agreement(outputs[name], truth, args.k)
+            print(f"{kind} | {name}: time ratio {ratios[name]}; {match.summary()}")
+            print(f"    its top {args.k}: {' '.join(map(str, match.top_estimate))}")
+            summary.append(f"{kind} {name}: {ratios[name]}, Spearman {match.spearman:.2f}, "
+                           f"top-{args.k} {match.overlap}/{args.k}")
+    print("RESULT " + "; ".join(summary))
+
+
+if __name__ == "__main__":
+    main()
