@@ -1,7 +1,13 @@
 """Ablate every head alone (or the heads of --heads) and record the change in a task's accuracy
 and answer log-probability (layer x head table).
 
-Writes results/head_sweep_<model>.* (with an adapter the model reads `smollm2-135m+ub`).
+`--method attribution` is the fast screen: a first-order estimate of every head's change in answer
+log-probability from one forward and one backward pass per batch (no accuracy column); `--recheck K`
+replaces the K largest estimates by their exact values. Measured against the exact sweep in
+benchmarks/bench_attribution.py: use it to decide where to look, then sweep those heads exactly.
+
+Writes results/head_sweep_<model>.* (exact) or results/head_screen_<model>.* (attribution); with an
+adapter the model reads `smollm2-135m+ub`.
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 import sys
 
 from interp.ablation import ABLATION_KINDS, compute_head_means
+from interp.attribution import attribution_sweep, recheck
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         load_model_from_args, positive_int, prompt_config_from_args, results_suffix, run,
                         source_from_args, task_name)
@@ -35,9 +42,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=positive_int, default=16, help="examples (default: 16)")
     parser.add_argument("--kind", default="zero", choices=ABLATION_KINDS)
     parser.add_argument("--heads", default=None, help="only these heads, LAYER.HEAD comma-separated (default: all)")
+    parser.add_argument("--method", default="exact", choices=("exact", "attribution"),
+                        help="'exact' (one ablated pass per head, default) or 'attribution' (first-order screen)")
+    parser.add_argument("--recheck", type=int, default=0,
+                        help="with --method attribution: sweep the K largest estimates exactly (default: 0)")
+    parser.add_argument("--ig-steps", type=positive_int, default=1,
+                        help="with --method attribution: integrated-gradient points (default: 1, plain attribution)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=positive_int, default=8)
     args = parser.parse_args(argv)
+    if args.method == "exact" and (args.recheck or args.ig_steps != 1):
+        fail(parser, "--recheck/--ig-steps", "they refine --method attribution; the exact sweep needs neither")
+    if args.recheck < 0:
+        fail(parser, "--recheck", f"expected a number of heads >= 0, got {args.recheck}")
     try:
         heads = parse_heads(args.heads, name="--heads") if args.heads else None
     except ValueError as err:
@@ -65,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
                                          source=Generated(source.items(spec), args.repeats))
         reference = encode_prompts(model.tokenizer, reference_prompts, bos)
         means = compute_head_means(model, reference, progress=not args.quiet)
+    if args.method == "attribution":
+        screen_heads(parser, model, encoded, spec.name, length, heads, means, args)
+        return 0
     result = head_sweep(model, encoded, heads, kind=args.kind, means=means, batch_size=args.batch_size,
                         progress=not args.quiet)
     rows = result.rows(spec.name, length, model_name(model))
@@ -75,6 +95,31 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {r['layer']}.{r['head']}: accuracy {r['accuracy']:.3f} ({r['delta_accuracy']:+.3f}), "
               f"log-prob change {r['delta_logprob']:+.3f}")
     return 0
+
+
+def screen_heads(parser, model, encoded, task: str, length: int, heads, means, args) -> None:
+    """The attribution screen of every head (rows of ``heads`` only, when given), with the
+    ``--recheck`` largest estimates replaced by exact values."""
+    if args.recheck > model.cfg.n_layers * model.cfg.n_heads:
+        fail(parser, "--recheck", f"{args.recheck} heads, but the model has {model.cfg.n_layers * model.cfg.n_heads}")
+    screen = attribution_sweep(model, encoded, args.kind, means, args.batch_size, args.ig_steps, progress=not args.quiet)
+    rows = screen.rows(task, length, model_name(model))
+    if args.recheck:
+        table = recheck(model, encoded, screen, args.recheck, means, args.batch_size, progress=not args.quiet)
+        checked = set(screen.flagged_heads(args.recheck))
+        base = screen.clean.mean_logprob.mean().item()
+        for row in rows:
+            if (row["layer"], row["head"]) in checked:
+                delta = table[row["layer"], row["head"]].item()
+                row |= {"delta_logprob": delta, "mean_logprob": base + delta, "estimate": f"exact ({args.kind})"}
+    if heads is not None:
+        wanted = set(heads)
+        rows = [r for r in rows if (r["layer"], r["head"]) in wanted]
+    write_table(rows, args.out / f"head_screen{results_suffix(args)}", metadata={"args": vars(args)})
+    print(f"clean accuracy {screen.clean.accuracy:.3f}; heads whose ablation is estimated to hurt {task} most "
+          f"(log-prob, {screen.method}):")
+    for r in sorted(rows, key=lambda r: r["delta_logprob"])[:10]:
+        print(f"  {r['layer']}.{r['head']}: log-prob change {r['delta_logprob']:+.3f} [{r['estimate']}]")
 
 
 if __name__ == "__main__":

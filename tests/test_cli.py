@@ -36,6 +36,8 @@ def refused(main, argv, capsys) -> str:
     ("directional_bias", ["--lengths", "20-5"], "argument --lengths: range '20-5' is empty"),
     ("head_sweep", ["--task", "UX"], "argument --task: unknown task 'UX'"),
     ("head_sweep", ["--heads", "1.x"], "--heads: cannot read head '1.x'"),
+    ("head_sweep", ["--recheck", "3"], "argument --recheck/--ig-steps: they refine --method attribution"),
+    ("head_sweep", ["--method", "attribution", "--recheck", "-1"], "argument --recheck: expected a number of heads >= 0"),
     ("score_heads", ["--tasks", ""], "argument --tasks: no tasks"),
     ("finetune", ["--train-lengths", "20-5"], "argument --train-lengths: range '20-5' is empty"),
     ("finetune", ["--adapter-out", "adapters/x"], "argument --adapter-out: needs --lora"),
@@ -60,6 +62,7 @@ def test_bad_arguments_are_refused_before_any_model_work(script, argv, fragment,
     ("ablate_heads", ["--k", "3"], "argument --k: k=3: the random-head control needs 3 heads outside"),
     ("head_sweep", ["--task", "UR", "--length", "700"], "argument --length: the longest prompt + answer has"),
     ("head_sweep", ["--heads", "2.0"], "--heads: head 2.0 is out of range"),
+    ("head_sweep", ["--method", "attribution", "--recheck", "9"], "argument --recheck: 9 heads, but the model has 8"),
     ("directional_bias", ["--tasks", "UR", "--lengths", "600"], "argument --lengths: UR at length 600"),
     ("ablate_heads", ["--adapter", "ub"], "--adapter: "),
 ])
@@ -121,3 +124,17 @@ def test_heads_must_be_whole_numbers_and_sweeps_unique(tiny_llama):
         validate_heads([(1.7, 0)])
     with pytest.raises(ValueError, match="each head may be swept once; the list repeats 1.2"):
         head_sweep(tiny_llama, [], heads=[(1, 2), (0, 1), (1, 2)], progress=False)
+
+
+def test_the_attribution_screen_writes_estimates_and_exact_rechecks(tmp_path, capsys):
+    import head_sweep
+
+    from interp.results import read_csv
+
+    argv = [*TINY, "--out", str(tmp_path), "--task", "UF", "--length", "4", "--n", "3", "--method", "attribution"]
+    assert head_sweep.main([*argv, "--recheck", "2"]) == 0
+    rows = read_csv(tmp_path / "head_screen_tiny-llama.csv")
+    assert len(rows) == 8 and not (tmp_path / "head_sweep_tiny-llama.csv").exists()
+    kinds = sorted(r["estimate"] for r in rows)
+    assert kinds.count("exact (zero)") == 2 and kinds.count("attribution patching (zero)") == 6
+    assert "estimated to hurt UF most" in capsys.readouterr().out
