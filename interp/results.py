@@ -77,6 +77,13 @@ def to_markdown(rows: Sequence[Row], columns: Sequence[str] | None = None, digit
     return "\n".join(lines) + "\n"
 
 
+def stem_file(stem: str | Path, fmt: str) -> Path:
+    """``stem.<fmt>``. Not ``Path.with_suffix``: model names have dots (``ablation_qwen2.5-1.5b``),
+    and a suffix there would replace ``.5b``."""
+    stem = Path(stem)
+    return stem.with_name(f"{stem.name}.{fmt}")
+
+
 def write_table(rows: Sequence[Row], stem: str | Path, columns: Sequence[str] | None = None,
                 formats: Iterable[str] = ("csv", "json", "md"), metadata: Mapping | None = None) -> list[Path]:
     """Write ``rows`` as ``stem.csv`` / ``stem.json`` / ``stem.md``; returns the paths written.
@@ -96,8 +103,8 @@ def write_table(rows: Sequence[Row], stem: str | Path, columns: Sequence[str] | 
             raise ValueError(f"unknown table format {fmt!r}; expected csv, json or md")
     with ExitStack() as stack:
         for fmt, text in texts.items():
-            stack.enter_context(atomic_path(stem.with_suffix("." + fmt))).write_text(text)
-    return [stem.with_suffix("." + fmt) for fmt in texts]
+            stack.enter_context(atomic_path(stem_file(stem, fmt))).write_text(text)
+    return [stem_file(stem, fmt) for fmt in texts]
 
 
 def json_ready(value: object) -> object:
@@ -108,7 +115,7 @@ def json_ready(value: object) -> object:
 def read_table_metadata(stem: str | Path) -> dict | None:
     """The metadata stored with a table (``stem.json``), or None when there is no readable one."""
     try:
-        return json.loads(Path(stem).with_suffix(".json").read_text())["metadata"]
+        return json.loads(stem_file(stem, "json").read_text())["metadata"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -124,7 +131,7 @@ class RowJournal:
 
     def __init__(self, stem: str | Path, config: Mapping):
         self.stem = Path(stem)
-        self.path = self.stem.parent / (self.stem.name + ".partial.jsonl")
+        self.path = stem_file(self.stem, "partial.jsonl")
         self.config = json_ready(dict(config))
         self._rows = self._read()
         if not self._rows:

@@ -21,3 +21,12 @@ def test_write_table_round_trip(tmp_path):
     write_table(rows, tmp_path / "t", ["task", "length", "accuracy"])
     back = read_csv(tmp_path / "t.csv")
     assert [r["task"] for r in back] == ["UF", "UB"] and float(back[0]["accuracy"]) == 0.5
+
+
+def test_model_names_with_dots_keep_their_whole_name(tmp_path):
+    from interp.results import RowJournal, read_table_metadata
+
+    written = write_table([{"a": 1}], tmp_path / "ablation_qwen2.5-1.5b", metadata={"model": "qwen2.5-1.5b"})
+    assert sorted(p.name for p in written) == [f"ablation_qwen2.5-1.5b.{f}" for f in ("csv", "json", "md")]
+    assert read_table_metadata(tmp_path / "ablation_qwen2.5-1.5b") == {"model": "qwen2.5-1.5b"}
+    assert RowJournal(tmp_path / "x_qwen2.5-1.5b", {}).path.name == "x_qwen2.5-1.5b.partial.jsonl"

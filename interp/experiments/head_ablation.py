@@ -24,7 +24,7 @@ from ..heads import Head, format_heads
 from ..naming import model_name
 from ..prompts import PromptConfig, encode_prompts
 from ..replay import CleanBatch, replay, run_clean
-from ..results import RowJournal, json_ready, read_csv, read_table_metadata, write_table
+from ..results import RowJournal, json_ready, read_csv, read_table_metadata, stem_file, write_table
 from ..scoring import HeadScores, score_heads, task_attention_scores
 from ..tasks import get_task
 from ..teacher_forcing import Accuracy, AnswerScores, check_context, teacher_forced_scores
@@ -148,7 +148,7 @@ def study_head_scores(model, stem: Path, config: AblationConfig, n_sequences: in
               **(metadata or {})}
     stored = read_table_metadata(stem)
     if stored is not None and all(stored.get(k) == json_ready(v) for k, v in wanted.items()):
-        return HeadScores.from_rows(read_csv(Path(stem).with_suffix(".csv")))
+        return HeadScores.from_rows(read_csv(stem_file(stem, "csv")))
     scores = score_heads(model, n_sequences=n_sequences, seed=config.seed, progress=progress)
     add_task_attention(model, scores, ablation_prompt_sets(model, config), config.prompt_config, config.batch_size, progress)
     write_table(scores.rows(), stem, metadata=scores.metadata | wanted)

@@ -11,7 +11,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from ..browser import BROWSER_HINT, BrowserNotFoundError, find_browser
-from ..results import atomic_write_bytes, atomic_write_text
+from ..results import atomic_write_bytes, atomic_write_text, stem_file
 
 STATIC_FORMATS = ("pdf", "svg", "png")
 HTML_FORMATS = ("html",)
@@ -123,10 +123,10 @@ def save_figure(fig: go.Figure, stem: str | Path, formats: Sequence[str] = ("htm
     if "html" in formats:
         if not inline_js:
             _write_plotlyjs(stem.parent)
-        written.append(atomic_write_text(stem.with_suffix(".html"), figure_html(fig, inline_js)))
+        written.append(atomic_write_text(stem_file(stem, "html"), figure_html(fig, inline_js)))
     if static:
         if exporter is None:
             with StaticExporter() as own:
-                return written + [own.export(fig, stem.with_suffix("." + f), f) for f in static]
-        written += [exporter.export(fig, stem.with_suffix("." + f), f) for f in static]
+                return written + [own.export(fig, stem_file(stem, f), f) for f in static]
+        written += [exporter.export(fig, stem_file(stem, f), f) for f in static]
     return written
