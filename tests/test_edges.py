@@ -337,3 +337,13 @@ def test_embedded_model_batched_equals_reference(embedded):
         reference, _ = reference_run(embedded, tokens, [ReferencePatch(kind, edges, rows, layers)])
         assert (batched - reference).abs().max() < 1e-4
         assert (batched - clean).abs().max() > 1e-2
+
+
+def test_layer_and_head_choices_are_checked_against_the_model():
+    from interp.edges.patching import check_heads, check_layers
+
+    assert check_layers([3, 1, 3], 4) == (1, 3) and check_heads(None, 3) == (0, 1, 2)
+    with pytest.raises(ValueError, match=r"--heads: query head\(s\) \[5\] out of range; the model has query heads 0-3"):
+        check_heads([5], 4, "--heads")
+    with pytest.raises(ValueError, match="layers: no layers given"):
+        check_layers([], 4)

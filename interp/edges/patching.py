@@ -132,30 +132,27 @@ def attention_layout(model, n_tokens: int = 16, seed: int = 0) -> AttentionLayou
     return AttentionLayout(cfg.n_layers, cfg.n_heads, n_kv_heads, cfg.d_head, rotary, tuple(scales))
 
 
+def _check_indices(values: Sequence[int] | None, count: int, name: str, what: str) -> tuple[int, ...]:
+    """``values`` sorted, deduplicated and checked to lie in ``0..count-1`` (``None`` = all)."""
+    if values is None:
+        return tuple(range(count))
+    chosen = tuple(sorted(set(int(value) for value in values)))
+    if not chosen:
+        raise ValueError(f"{name}: no {what}s given (expected some of 0-{count - 1}, or None for all)")
+    bad = [value for value in chosen if not 0 <= value < count]
+    if bad:
+        raise ValueError(f"{name}: {what}(s) {bad} out of range; the model has {what}s 0-{count - 1}")
+    return chosen
+
+
 def check_layers(layers: Sequence[int] | None, n_layers: int, name: str = "layers") -> tuple[int, ...]:
     """``layers`` sorted and checked against the model (``None`` = all)."""
-    if layers is None:
-        return tuple(range(n_layers))
-    chosen = tuple(sorted(set(int(layer) for layer in layers)))
-    if not chosen:
-        raise ValueError(f"{name}: no layers given (expected some of 0-{n_layers - 1}, or None for all)")
-    bad = [layer for layer in chosen if not 0 <= layer < n_layers]
-    if bad:
-        raise ValueError(f"{name}: layer(s) {bad} out of range; the model has layers 0-{n_layers - 1}")
-    return chosen
+    return _check_indices(layers, n_layers, name, "layer")
 
 
 def check_heads(heads: Sequence[int] | None, n_heads: int, name: str = "heads") -> tuple[int, ...]:
     """Query ``heads`` sorted and checked against the model (``None`` = all)."""
-    if heads is None:
-        return tuple(range(n_heads))
-    chosen = tuple(sorted(set(int(head) for head in heads)))
-    if not chosen:
-        raise ValueError(f"{name}: no heads given (expected some of 0-{n_heads - 1}, or None for all)")
-    bad = [head for head in chosen if not 0 <= head < n_heads]
-    if bad:
-        raise ValueError(f"{name}: query head(s) {bad} out of range; the model has query heads 0-{n_heads - 1}")
-    return chosen
+    return _check_indices(heads, n_heads, name, "query head")
 
 
 # --------------------------------------------------------------------------- activations at source positions
