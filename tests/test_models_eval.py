@@ -2,6 +2,8 @@
 import pytest
 import torch
 
+from conftest import assert_same_bridge
+
 from interp.evaluate import evaluate_prompts, generate_accuracy, normalize_answer, scores_from_logits, task_prompts
 from interp.models import ModelNotFoundError, load_model, resolve_device
 from interp.prompts import EncodedPrompt, PromptConfig
@@ -120,16 +122,7 @@ def test_processed_weight_cache_gives_the_same_bridge(tmp_path, name):
     # Both paths lay every weight out contiguously, so they run the same kernels (GPT-2's split
     # c_attn is a transposed view after processing, and differed in the last bit before).
     assert all(p.is_contiguous() for p in fresh.parameters()) and all(p.is_contiguous() for p in cached.parameters())
-    tokens = torch.tensor([[3, 7, 11, 5, 3, 7]])
-    fresh_logits, fresh_cache = fresh.run_with_cache(tokens)
-    cached_logits, cached_cache = cached.run_with_cache(tokens)
-    assert torch.equal(fresh_logits, cached_logits)
-    assert set(fresh_cache.keys()) == set(cached_cache.keys())
-    assert {"blocks.1.attn.hook_pattern", "blocks.1.attn.hook_z"} <= set(cached_cache.keys())
-    for key in fresh_cache.keys():
-        assert torch.equal(fresh_cache[key], cached_cache[key]), key
-    fresh_state, cached_state = fresh.state_dict(), cached.state_dict()
-    assert all(torch.equal(fresh_state[k], cached_state[k]) for k in fresh_state)
+    assert_same_bridge(cached, fresh)
 
 
 def test_processed_weight_cache_rejects_another_model(tmp_path):

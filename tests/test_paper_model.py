@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import assert_same_bridge
+
 from interp import bridge as tl
 from interp.models import lean
 from interp.models.processed import install_or_process
@@ -221,26 +223,6 @@ def lean_bridge(folder: Path, name: str, dtype: torch.dtype, processed_cache: Pa
     bridge = _prepared_bridge(lean.empty_hf_model(folder, dtype, cpu), tokenizer, name, cpu)
     install_or_process(bridge, processed_cache, lean.CheckpointFolder(folder, dtype, cpu))
     return _finished(bridge, tokenizer)
-
-
-def assert_same_bridge(got, expected):
-    """Logits, every hook (hook_pattern and hook_z included), state dict and buffers, bit for bit."""
-    tokens = torch.tensor([[3, 7, 11, 5, 3, 7, 9]])
-    got_logits, got_cache = got.run_with_cache(tokens)
-    ref_logits, ref_cache = expected.run_with_cache(tokens)
-    assert torch.equal(got_logits, ref_logits)
-    assert set(got_cache.keys()) == set(ref_cache.keys())
-    assert {"blocks.1.attn.hook_pattern", "blocks.1.attn.hook_z"} <= set(ref_cache.keys())
-    for key in ref_cache.keys():
-        assert torch.equal(got_cache[key], ref_cache[key]), key
-    got_state, ref_state = got.state_dict(), expected.state_dict()
-    assert set(got_state) == set(ref_state)
-    for key, value in ref_state.items():
-        assert got_state[key].dtype == value.dtype and torch.equal(got_state[key], value), key
-    got_buffers, ref_buffers = dict(got.original_model.named_buffers()), dict(expected.original_model.named_buffers())
-    assert set(got_buffers) == set(ref_buffers)
-    assert all(torch.equal(got_buffers[k], ref_buffers[k]) for k in ref_buffers)
-    assert not any(t.is_meta for t in [*got.parameters(), *got.buffers()])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
