@@ -20,7 +20,7 @@ from functools import partial
 
 import einops
 import torch
-from jaxtyping import Bool, Float, Int
+from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
@@ -30,35 +30,12 @@ from .bridge import act_name
 from .heads import Head
 from .prompts import EncodedPrompt
 from .sweep import SweepResult, head_sweep
-from .teacher_forcing import AnswerScores, answer_slice, score_answer
+from .teacher_forcing import AnswerPositions, AnswerScores, answer_rows, select_positions_hook
 
 Metric = Callable[[Float[Tensor, "batch out_pos vocab"]], Float[Tensor, " batch"]]
 
 
 # --------------------------------------------------------------------------- the metric
-
-
-@dataclass(frozen=True)
-class AnswerPositions:
-    """Per row, the positions whose logits predict each answer token and the end marker after
-    it (``answer_slice``), padded to a common width by repeating the row's last position."""
-
-    positions: Int[Tensor, "batch slot"]
-    answer_ids: Int[Tensor, "batch slot"]  # the answer token predicted at each slot (0 where none)
-    is_answer: Bool[Tensor, "batch slot"]  # slots that predict an answer token (not the end, not padding)
-
-    @classmethod
-    def of(cls, batch: Sequence[EncodedPrompt]) -> "AnswerPositions":
-        width = max(len(p.answer_ids) + 1 for p in batch)
-        positions = torch.zeros(len(batch), width, dtype=torch.long)
-        answer_ids = torch.zeros(len(batch), width, dtype=torch.long)
-        is_answer = torch.zeros(len(batch), width, dtype=torch.bool)
-        for row, p in enumerate(batch):
-            span = torch.arange(answer_slice(p).start, answer_slice(p).stop)
-            positions[row] = torch.cat([span, span[-1:].expand(width - len(span))])
-            answer_ids[row, : len(p.answer_ids)] = torch.tensor(p.answer_ids)
-            is_answer[row, : len(p.answer_ids)] = True
-        return cls(positions, answer_ids, is_answer)
 
 
 def answer_logprob(logits: Float[Tensor, "batch slot vocab"], where: AnswerPositions) -> Float[Tensor, " batch"]:
@@ -67,18 +44,6 @@ def answer_logprob(logits: Float[Tensor, "batch slot vocab"], where: AnswerPosit
     log_probs = logits.float().log_softmax(-1).gather(-1, where.answer_ids.to(logits.device)[..., None])[..., 0]
     mask = where.is_answer.to(logits.device)
     return (log_probs * mask).sum(-1) / mask.sum(-1)
-
-
-def select_positions_hook(positions: Int[Tensor, "batch slot"]) -> Hook:
-    """A hook on the unembedding's input keeping only ``positions`` of each row, so logits (and
-    their gradient) are computed only where the metric reads them: with a 49k-token vocabulary
-    the unembedding is about a fifth of a forward pass."""
-
-    def select(residual: Float[Tensor, "batch pos d_model"], hook) -> Float[Tensor, "batch slot d_model"]:
-        index = positions.to(residual.device)[..., None].expand(-1, -1, residual.shape[-1])
-        return residual.gather(1, index)
-
-    return "unembed.hook_in", select
 
 
 # --------------------------------------------------------------------------- attribution
@@ -180,11 +145,6 @@ class AttributionResult:
                  "estimate": f"{self.method} ({self.kind})"} for head in self.heads]
 
 
-def clean_rows(logits: Float[Tensor, "batch slot vocab"], batch: Sequence[EncodedPrompt]) -> list:
-    """``score_answer`` rows for logits taken at ``AnswerPositions.of(batch)`` only."""
-    return [score_answer(logits[row, : len(p.answer_ids) + 1], p.answer_ids, p.end_ids) for row, p in enumerate(batch)]
-
-
 def attribution_sweep(model, encoded: Sequence[EncodedPrompt], kind: str = "zero",
                       means: HeadMeans | None = None, batch_size: int = 8, steps: int = 1,
                       fwd_hooks: Sequence[Hook] = (), progress: bool = True) -> AttributionResult:
@@ -217,7 +177,7 @@ def attribution_sweep(model, encoded: Sequence[EncodedPrompt], kind: str = "zero
         if alphas != [0.0]:
             with torch.no_grad(), model.hooks(fwd_hooks=hooks):
                 logits = model(batch.tokens.to(model.cfg.device))
-        clean_parts.append((batch.indices, clean_rows(logits, batch.items)))
+        clean_parts.append((batch.indices, answer_rows(logits, batch.items)))
         delta_parts.append((batch.indices, list(torch.stack(estimates).mean(0))))
     method = "attribution patching" if steps == 1 else f"integrated gradients ({steps} steps)"
     n = len(encoded)

@@ -100,8 +100,9 @@ def in_input_order(n_items: int, parts: Iterable[tuple[Sequence[int], Sequence[T
     return ordered
 
 
-def forward_logits(model, tokens: Int[Tensor, "batch pos"], fwd_hooks: Sequence[Hook] = ()) -> Float[Tensor, "batch pos d_vocab"]:
-    """Logits of one batch, with ``fwd_hooks`` active (when the model takes hooks)."""
+def forward_logits(model, tokens: Int[Tensor, "batch pos"], fwd_hooks: Sequence[Hook] = ()) -> Float[Tensor, "batch out_pos d_vocab"]:
+    """Logits of one batch, with ``fwd_hooks`` active (when the model takes hooks); at every
+    position unless a hook on ``unembed.hook_in`` keeps fewer (``select_positions_hook``)."""
     tokens = tokens.to(model.cfg.device)
     with torch.no_grad():
         if fwd_hooks:

@@ -18,10 +18,7 @@ from torch import Tensor
 
 from .batching import Hook, PaddedBatch
 from .bridge import act_name, run_from_layer, unembed_residual
-from .teacher_forcing import answer_slice, score_answer
-
-ScoreRow = tuple[bool, float, float, tuple[int, ...]]
-
+from .teacher_forcing import AnswerPositions, ScoreRow, answer_rows, answer_slice, score_answer, select_positions_hook
 
 @dataclass(frozen=True)
 class CleanBatch:
@@ -33,12 +30,14 @@ class CleanBatch:
 
 
 def run_clean(model, batch: PaddedBatch, layers: Iterable[int]) -> CleanBatch:
-    """Score ``batch`` without intervention, keeping ``hook_resid_pre`` of ``layers``."""
+    """Score ``batch`` without intervention, keeping ``hook_resid_pre`` of ``layers``; logits are
+    computed at the answer positions only."""
     layers = sorted(set(layers))
     names = {act_name("resid_pre", layer) for layer in layers}
-    with torch.no_grad():
+    select = select_positions_hook(AnswerPositions.of(batch.items).positions)
+    with torch.no_grad(), model.hooks(fwd_hooks=[select]):
         logits, cache = model.run_with_cache(batch.tokens.to(model.cfg.device), names_filter=lambda n: n in names)
-    rows = [score_answer(logits[row, answer_slice(p)], p.answer_ids, p.end_ids) for row, p in enumerate(batch.items)]
+    rows = answer_rows(logits, batch.items)
     return CleanBatch(batch, {layer: cache[act_name("resid_pre", layer)] for layer in layers}, rows)
 
 

@@ -91,7 +91,8 @@ def naive_head_sweep(model, encoded: Sequence[EncodedPrompt], heads: Sequence[tu
                      progress: bool = True) -> SweepResult:
     """Reference implementation: one full hooked forward per head (for tests and benchmarks)."""
     heads = validate_heads(heads, model.cfg.n_layers, model.cfg.n_heads)
-    clean = teacher_forced_scores(model, encoded, batch_size, progress=False)
-    ablated = [teacher_forced_scores(model, encoded, batch_size, ablation_hooks(model, [h], kind, means), progress=False)
+    clean = teacher_forced_scores(model, encoded, batch_size, progress=False, every_position=True)
+    ablated = [teacher_forced_scores(model, encoded, batch_size, ablation_hooks(model, [h], kind, means), progress=False,
+                                     every_position=True)
                for h in tqdm(heads, desc="naive sweep", disable=not progress, leave=False)]
     return SweepResult(list(heads), clean, ablated)

@@ -3,14 +3,15 @@ import torch
 from scipy.stats import spearmanr
 
 from interp.ablation import ablation_hooks, compute_head_means
-from interp.attribution import (AnswerPositions, agreement, answer_logprob, attribution_sweep, head_attributions,
-                                select_positions_hook, sweep_delta_logprob)
-from interp.batching import right_pad
+from interp.attribution import (agreement, answer_logprob, attribution_sweep, head_attributions,
+                                sweep_delta_logprob)
+from interp.batching import in_input_order, padded_batches, right_pad
 from interp.evaluate import task_prompts
 from interp.heads import Head
 from interp.prompts import PromptConfig, encode_prompts
 from interp.sweep import head_sweep
-from interp.teacher_forcing import scores_from_logits, teacher_forced_scores
+from interp.replay import run_clean
+from interp.teacher_forcing import AnswerPositions, AnswerScores, scores_from_logits, select_positions_hook, teacher_forced_scores
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +82,29 @@ def test_metric_is_the_sweeps_mean_logprob(tiny_llama, mixed_prompts):
     gathered = logits.gather(1, where.positions[..., None].expand(-1, -1, logits.shape[-1]))
     assert torch.allclose(selected, gathered, atol=1e-5)
     assert torch.allclose(answer_logprob(selected, where), scores_from_logits(logits, mixed_prompts).mean_logprob, atol=1e-5)
+
+
+def test_answer_position_logits_score_like_full_logits(tiny_llama, mixed_prompts):
+    """teacher_forced_scores and the replay's clean run unembed the answer positions only; with
+    padding, multi-token answers and an ablation hook they score every prompt as the full logits do."""
+    hooks = ablation_hooks(tiny_llama, [(1, 0), (0, 1)], "zero")
+    tokens, _ = right_pad([p.ids for p in mixed_prompts], tiny_llama.tokenizer.pad_token_id)
+    with torch.no_grad():
+        full = scores_from_logits(tiny_llama.run_with_hooks(tokens, fwd_hooks=hooks), mixed_prompts, keep_predictions=True)
+    forced = teacher_forced_scores(tiny_llama, mixed_prompts, batch_size=4, fwd_hooks=hooks, progress=False,
+                                   keep_predictions=True)
+    reference = teacher_forced_scores(tiny_llama, mixed_prompts, batch_size=4, fwd_hooks=hooks, progress=False,
+                                      keep_predictions=True, every_position=True)
+    for scores in (forced, reference):
+        assert scores.predictions == full.predictions
+        assert torch.equal(scores.correct, full.correct)
+        assert torch.allclose(scores.mean_logprob, full.mean_logprob, atol=1e-5)
+    with torch.no_grad():
+        plain = scores_from_logits(tiny_llama(tokens), mixed_prompts)
+    batch = next(iter(padded_batches(mixed_prompts, len(mixed_prompts), tiny_llama.tokenizer.pad_token_id)))
+    clean = AnswerScores.from_rows(in_input_order(len(mixed_prompts), [(batch.indices, run_clean(tiny_llama, batch, [1]).rows)]))
+    assert torch.allclose(clean.mean_logprob, plain.mean_logprob, atol=1e-5)
+    assert not torch.allclose(plain.mean_logprob, full.mean_logprob, atol=1e-3)  # the hook did something
 
 
 @pytest.mark.parametrize("kind", ["zero", "mean"])

@@ -166,8 +166,8 @@ def ablation_study(model, scores: HeadScores, config: AblationConfig = AblationC
     Each prompt set's clean run keeps the residual stream entering the lowest ablated layer of
     every condition (:mod:`interp.replay`); a condition then recomputes only the layers from
     there on, and unembeds only the answer positions. ``replay_clean=False`` runs every
-    condition as a full hooked forward pass instead (the reference the replay is checked and
-    timed against)."""
+    condition as a full hooked forward pass with logits at every position instead (what the
+    study did before: the reference the replay is checked and timed against)."""
     config.check_model(model.cfg.n_layers, model.cfg.n_heads)
     name = model_name(model)
     bos = resolve_prepend_bos(model, config.prompt_config)
@@ -201,7 +201,8 @@ def ablation_study(model, scores: HeadScores, config: AblationConfig = AblationC
                 if replay_clean:
                     result = Accuracy.of(_scores(model, clean, len(encoded), heads, hooks))
                 else:
-                    result = Accuracy.of(teacher_forced_scores(model, encoded, config.batch_size, hooks, progress=False))
+                    result = Accuracy.of(teacher_forced_scores(model, encoded, config.batch_size, hooks, progress=False,
+                                                              every_position=True))
                 row = {"model": name, "condition": condition, "ablation": kind, "seed": seed, "task": task,
                        "length": length, "n_examples": result.n_examples, "accuracy": result.accuracy,
                        "mean_logprob": result.mean_logprob, "heads": format_heads(heads)}
