@@ -1,11 +1,12 @@
-"""`make run`'s ablation study with each condition replayed from its lowest ablated layer (the
-default) vs every condition as a full hooked forward pass (what the study did before), on the
-embedded model: identical tables (checked), and the time ratio (A/B alternated).
+"""`make run`'s ablation study with each condition replayed from its lowest ablated layer and
+logits computed at the answer positions only (the default) vs every condition as a full hooked
+forward pass with logits at every position (what the study did before), on the embedded model:
+identical tables (checked), and the time ratio (A/B alternated).
 
 Both sides use the same head scores (computed once, untimed), so the ratio is that of the study
 itself. The default `--n 10` keeps a pair of runs to about two minutes on an idle 2-core
-machine; `--n 30` is `make run`'s own setting (the ratio does not depend on n: every condition
-costs n prompts on both sides)."""
+machine; `--n 30` is `make run`'s own setting. The ratio grows with n: the mean-ablation
+reference (20 prompts per task, whatever n) costs the same on both sides."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def main() -> None:
         return ablation_study(model, scores, config, progress=False, replay_clean=replay_clean)
 
     result = compare("study, replayed from the lowest ablated layer", lambda: study(True),
-                     "study, full forward pass per condition", lambda: study(False),
+                     "study, full forward pass (all logits) per condition", lambda: study(False),
                      repeats=args.repeats, warmup=args.warmup, title="ablation study: replay vs full passes")
     fast, slow = result.a.output, result.b.output
     columns = ("condition", "ablation", "seed", "task", "length", "heads", "n_examples", "accuracy", "delta_accuracy")

@@ -114,16 +114,24 @@ class AnswerPositions:
 
 
 
+def gather_positions(values: Float[Tensor, "batch pos d"], positions: Int[Tensor, "batch slot"]) -> Float[Tensor, "batch slot d"]:
+    """``values[row, positions[row, slot]]`` for every row and slot."""
+    index = positions.to(values.device)[..., None].expand(-1, -1, values.shape[-1])
+    return values.gather(1, index)
+
+
+SELECT_HOOK = "unembed.hook_in"
+
+
 def select_positions_hook(positions: Int[Tensor, "batch slot"]) -> Hook:
     """A hook on the unembedding's input keeping only ``positions`` of each row, so logits (and
     their gradient) are computed only where they are read: the unembedding costs about a fifth
     of SmolLM2-135M's forward pass (49k-token vocabulary) and a sixth of Qwen2.5-1.5B's (152k)."""
 
     def select(residual: Float[Tensor, "batch pos d_model"], hook) -> Float[Tensor, "batch slot d_model"]:
-        index = positions.to(residual.device)[..., None].expand(-1, -1, residual.shape[-1])
-        return residual.gather(1, index)
+        return gather_positions(residual, positions)
 
-    return "unembed.hook_in", select
+    return SELECT_HOOK, select
 
 
 def answer_rows(logits: Float[Tensor, "batch slot d_vocab"], batch: Sequence[EncodedPrompt]) -> list[ScoreRow]:
@@ -134,7 +142,10 @@ def answer_rows(logits: Float[Tensor, "batch slot d_vocab"], batch: Sequence[Enc
 def answer_logits(model, batch: PaddedBatch, fwd_hooks: Sequence[Hook] = ()) -> Float[Tensor, "batch slot d_vocab"]:
     """Logits of one batch at its answer positions only (``AnswerPositions``), ``fwd_hooks`` active."""
     where = AnswerPositions.of(batch.items)
-    return forward_logits(model, batch.tokens, [*fwd_hooks, select_positions_hook(where.positions)])
+    if SELECT_HOOK in getattr(model, "hook_dict", {}):
+        return forward_logits(model, batch.tokens, [*fwd_hooks, select_positions_hook(where.positions)])
+    # A model without hook points (a plain HF model during fine-tuning) unembeds every position.
+    return gather_positions(forward_logits(model, batch.tokens, fwd_hooks), where.positions)
 
 
 def scores_from_logits(logits: Float[Tensor, "batch pos d_vocab"], batch: Sequence[EncodedPrompt],
