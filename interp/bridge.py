@@ -308,7 +308,7 @@ def bypass_blocks_below(model: TransformerBridge, layer: int, unembed: bool = Tr
             component.set_original_component(original)
 
 
-def unembed_residual(model: TransformerBridge, residual: Float[Tensor, "n d_model"]) -> Float[Tensor, "n d_vocab"]:
+def unembed_residual(model: TransformerBridge, residual: Float[Tensor, "*rows d_model"]) -> Float[Tensor, "*rows d_vocab"]:
     """The model's own unembedding applied to final (normalized) residuals."""
     return model.unembed.original_component(residual)
 

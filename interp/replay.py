@@ -18,7 +18,8 @@ from torch import Tensor
 
 from .batching import Hook, PaddedBatch
 from .bridge import act_name, run_from_layer, unembed_residual
-from .teacher_forcing import AnswerPositions, ScoreRow, answer_rows, answer_slice, score_answer, select_positions_hook
+from .teacher_forcing import AnswerPositions, ScoreRow, answer_rows, gather_positions, select_positions_hook
+
 
 @dataclass(frozen=True)
 class CleanBatch:
@@ -50,13 +51,9 @@ def replay(model, clean: CleanBatch, layer: int, fwd_hooks: Sequence[Hook] = (),
         raise ValueError(f"layer {layer}: the clean run kept only layers {sorted(clean.residuals)}")
     residual = einops.repeat(clean.residuals[layer], "batch pos d_model -> (copies batch) pos d_model", copies=copies)
     final = run_from_layer(model, residual, layer, fwd_hooks)
-    n = len(clean.batch)
+    positions = AnswerPositions.of(clean.batch.items).positions
     out = []
     with torch.no_grad():
-        for copy in range(copies):
-            rows = []
-            for row, p in enumerate(clean.batch.items):
-                logits = unembed_residual(model, final[copy * n + row, answer_slice(p)])
-                rows.append(score_answer(logits, p.answer_ids, p.end_ids))
-            out.append(rows)
+        for copy in einops.rearrange(final, "(copies batch) pos d_model -> copies batch pos d_model", copies=copies):
+            out.append(answer_rows(unembed_residual(model, gather_positions(copy, positions)), clean.batch.items))
     return out

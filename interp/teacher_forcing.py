@@ -113,7 +113,6 @@ class AnswerPositions:
         return cls(positions, answer_ids, is_answer)
 
 
-
 def gather_positions(values: Float[Tensor, "batch pos d"], positions: Int[Tensor, "batch slot"]) -> Float[Tensor, "batch slot d"]:
     """``values[row, positions[row, slot]]`` for every row and slot."""
     index = positions.to(values.device)[..., None].expand(-1, -1, values.shape[-1])
