@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _harness import add_timing_args, compare_many, format_load, load_average, print_header  # noqa: E402
 
 from interp.ablation import compute_head_means  # noqa: E402
-from interp.attribution import agreement, attribution_sweep, recheck, sweep_delta_logprob  # noqa: E402
+from interp.attribution import agreement, attribution_sweep, recheck  # noqa: E402
 from interp.evaluate import resolve_prepend_bos, task_prompts  # noqa: E402
 from interp.models import load_model  # noqa: E402
 from interp.prompts import PromptConfig, encode_prompts  # noqa: E402
@@ -107,7 +107,7 @@ def main() -> None:
                 seconds[name] = time.perf_counter() - start
             ratios = {name: f"{seconds[EXACT] / seconds[name]:.1f}x (single runs, load {format_load(load)})"
                       for name in sides}
-        truth = sweep_delta_logprob(outputs[EXACT], n_layers, n_heads)
+        truth = outputs[EXACT].delta_logprob_table(n_layers, n_heads)
         print(f"exact top {args.k} ({kind}): {' '.join(map(str, agreement(truth, truth, args.k).top_exact))}")
         for name in sides:
             match = agreement(outputs[name], truth, args.k)

@@ -194,21 +194,11 @@ def recheck(model, encoded: Sequence[EncodedPrompt], screen: AttributionResult, 
     if k == 0:
         return table
     exact = head_sweep(model, encoded, screen.flagged_heads(k), screen.kind, means, batch_size, progress)
-    checked = sweep_delta_logprob(exact, *table.shape)
+    checked = exact.delta_logprob_table(*table.shape)
     return torch.where(torch.isnan(checked), table, checked)
 
 
 # --------------------------------------------------------------------------- agreement with the exact sweep
-
-
-def sweep_delta_logprob(result: SweepResult, n_layers: int, n_heads: int) -> Float[Tensor, "layer head_index"]:
-    """The exact sweep's change of the mean answer log-prob as a layer x head matrix (NaN where a
-    head was not swept)."""
-    table = torch.full((n_layers, n_heads), float("nan"))
-    base = result.clean.mean_logprob.mean()
-    for head, scores in zip(result.heads, result.ablated):
-        table[head] = scores.mean_logprob.mean() - base
-    return table
 
 
 @dataclass(frozen=True)

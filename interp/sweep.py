@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from jaxtyping import Float
+from torch import Tensor
 from tqdm.auto import tqdm
 
 from .ablation import AblationKind, HeadMeans, ablation_hooks, z_hook_name
@@ -28,15 +30,24 @@ class SweepResult:
     clean: AnswerScores
     ablated: list[AnswerScores]  # one per head, same order
 
+    def delta_logprobs(self) -> list[float]:
+        """Per head (same order as ``heads``): the change of the mean answer log-prob from the clean run."""
+        base = self.clean.mean_logprob.mean().item()
+        return [scores.mean_logprob.mean().item() - base for scores in self.ablated]
+
+    def delta_logprob_table(self, n_layers: int, n_heads: int) -> Float[Tensor, "layer head_index"]:
+        """:meth:`delta_logprobs` as a layer x head matrix (NaN where a head was not swept)."""
+        table = torch.full((n_layers, n_heads), float("nan"))
+        for head, delta in zip(self.heads, self.delta_logprobs()):
+            table[head] = delta
+        return table
+
     def rows(self, task: str, length: int, model_name: str = "") -> list[dict]:
-        base_acc, base_lp = self.clean.accuracy, self.clean.mean_logprob.mean().item()
-        rows = []
-        for head, scores in zip(self.heads, self.ablated):
-            lp = scores.mean_logprob.mean().item()
-            rows.append({"model": model_name, "task": task, "length": length, "layer": head.layer, "head": head.head,
-                         "accuracy": scores.accuracy, "delta_accuracy": scores.accuracy - base_acc,
-                         "mean_logprob": lp, "delta_logprob": lp - base_lp})
-        return rows
+        base_acc = self.clean.accuracy
+        return [{"model": model_name, "task": task, "length": length, "layer": head.layer, "head": head.head,
+                 "accuracy": scores.accuracy, "delta_accuracy": scores.accuracy - base_acc,
+                 "mean_logprob": scores.mean_logprob.mean().item(), "delta_logprob": delta}
+                for head, scores, delta in zip(self.heads, self.ablated, self.delta_logprobs())]
 
 
 def _stacked_hook(model, layer: int, heads: Sequence[int], n_rows: int, kind: AblationKind, means: HeadMeans | None):

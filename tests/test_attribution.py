@@ -3,8 +3,7 @@ import torch
 from scipy.stats import spearmanr
 
 from interp.ablation import ablation_hooks, compute_head_means
-from interp.attribution import (agreement, answer_logprob, attribution_sweep, head_attributions,
-                                sweep_delta_logprob)
+from interp.attribution import agreement, answer_logprob, attribution_sweep, head_attributions
 from interp.batching import in_input_order, padded_batches, right_pad
 from interp.evaluate import task_prompts
 from interp.heads import Head
@@ -176,9 +175,11 @@ def test_agreement_counts_ranks_and_overlap():
 
 def test_sweep_table_marks_unswept_heads(tiny_llama, uf_prompts):
     swept = head_sweep(tiny_llama, uf_prompts, [(1, 2)], progress=False)
-    table = sweep_delta_logprob(swept, tiny_llama.cfg.n_layers, tiny_llama.cfg.n_heads)
+    table = swept.delta_logprob_table(tiny_llama.cfg.n_layers, tiny_llama.cfg.n_heads)
     assert torch.isnan(table).sum() == table.numel() - 1
-    assert table[1, 2].item() == pytest.approx(swept.rows("UF", 6)[0]["delta_logprob"], abs=1e-6)
+    expected = (swept.ablated[0].mean_logprob.mean() - swept.clean.mean_logprob.mean()).item()
+    assert table[1, 2].item() == pytest.approx(expected, abs=1e-6)
+    assert swept.rows("UF", 6)[0]["delta_logprob"] == pytest.approx(expected, abs=1e-6)
 
 
 @pytest.mark.parametrize("kind", ["zero", "mean"])
@@ -207,7 +208,7 @@ def test_recheck_replaces_exactly_the_flagged_heads(tiny_llama, uf_prompts):
     magnitude = screen.delta_logprob().abs()
     assert all(magnitude[h] >= magnitude.flatten().sort().values[-2] for h in flagged)
     table = recheck(tiny_llama, uf_prompts, screen, k=2, progress=False)
-    exact = sweep_delta_logprob(head_sweep(tiny_llama, uf_prompts, progress=False), *table.shape)
+    exact = head_sweep(tiny_llama, uf_prompts, progress=False).delta_logprob_table(*table.shape)
     changed = (table != screen.delta_logprob()).nonzero().tolist()
     assert sorted(map(tuple, changed)) == sorted(map(tuple, flagged))
     assert all(torch.isclose(table[h], exact[h], atol=1e-6) for h in flagged)
