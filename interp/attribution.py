@@ -29,7 +29,7 @@ from .batching import Hook, in_input_order, pad_token_id, padded_batches
 from .bridge import act_name
 from .heads import Head
 from .prompts import EncodedPrompt
-from .sweep import SweepResult, head_sweep
+from .sweep import head_sweep
 from .teacher_forcing import AnswerPositions, AnswerScores, answer_rows, select_positions_hook
 
 Metric = Callable[[Float[Tensor, "batch out_pos vocab"]], Float[Tensor, " batch"]]
