@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import einops
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from .batching import Hook, PaddedBatch
@@ -23,11 +23,13 @@ from .teacher_forcing import AnswerPositions, ScoreRow, answer_rows, gather_posi
 
 @dataclass(frozen=True)
 class CleanBatch:
-    """One batch's clean run: its scores, and the residual stream entering each kept layer."""
+    """One batch's clean run: its scores, the residual stream entering each kept layer, and the
+    answer positions every replay of the batch unembeds."""
 
     batch: PaddedBatch
     residuals: dict[int, Float[Tensor, "batch pos d_model"]]
     rows: list[ScoreRow]
+    positions: Int[Tensor, "batch slot"]
 
 
 def run_clean(model, batch: PaddedBatch, layers: Iterable[int]) -> CleanBatch:
@@ -35,11 +37,12 @@ def run_clean(model, batch: PaddedBatch, layers: Iterable[int]) -> CleanBatch:
     computed at the answer positions only."""
     layers = sorted(set(layers))
     names = {act_name("resid_pre", layer) for layer in layers}
-    select = select_positions_hook(AnswerPositions.of(batch.items).positions)
+    positions = AnswerPositions.of(batch.items).positions
+    select = select_positions_hook(positions)
     with torch.no_grad(), model.hooks(fwd_hooks=[select]):
         logits, cache = model.run_with_cache(batch.tokens.to(model.cfg.device), names_filter=lambda n: n in names)
     rows = answer_rows(logits, batch.items)
-    return CleanBatch(batch, {layer: cache[act_name("resid_pre", layer)] for layer in layers}, rows)
+    return CleanBatch(batch, {layer: cache[act_name("resid_pre", layer)] for layer in layers}, rows, positions)
 
 
 def replay(model, clean: CleanBatch, layer: int, fwd_hooks: Sequence[Hook] = (), copies: int = 1) -> list[list[ScoreRow]]:
@@ -51,9 +54,8 @@ def replay(model, clean: CleanBatch, layer: int, fwd_hooks: Sequence[Hook] = (),
         raise ValueError(f"layer {layer}: the clean run kept only layers {sorted(clean.residuals)}")
     residual = einops.repeat(clean.residuals[layer], "batch pos d_model -> (copies batch) pos d_model", copies=copies)
     final = run_from_layer(model, residual, layer, fwd_hooks)
-    positions = AnswerPositions.of(clean.batch.items).positions
     out = []
     with torch.no_grad():
         for copy in einops.rearrange(final, "(copies batch) pos d_model -> copies batch pos d_model", copies=copies):
-            out.append(answer_rows(unembed_residual(model, gather_positions(copy, positions)), clean.batch.items))
+            out.append(answer_rows(unembed_residual(model, gather_positions(copy, clean.positions)), clean.batch.items))
     return out
