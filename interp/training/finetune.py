@@ -17,6 +17,7 @@ from ..models import (EMBEDDED_MODEL, TINY_MODELS, canonical_name, load_hf_model
                       resolve_dtype)
 from ..naming import model_label
 from ..results import atomic_write_text, write_table
+from .checkpoint import check_run_dir
 from .config import TrainConfig
 from .loop import TrainResult, train
 from .memory import GIB, MemoryEstimate, check_memory, plan_memory
@@ -64,6 +65,9 @@ def finetune(model_name: str, config: TrainConfig, *, run_dir: str | os.PathLike
     budget = int(memory_budget_gib * GIB) if memory_budget_gib is not None else None
     label = model_label(model_name)
     what = f"{label} {'LoRA' if config.lora else 'full'} fine-tuning"
+    run_dir = Path(run_dir) if run_dir is not None else Path(results_dir) / "runs" / f"finetune_{label}_{config.task}{'_' + tag if tag else ''}"
+    check_run_dir(run_dir, "--run-dir")  # before any weight is loaded: a file there would fail only at the end
+    check_run_dir(adapter_out, "--adapter-out")
 
     memory = None
     meta = _meta_model(model_name)
@@ -89,7 +93,6 @@ def finetune(model_name: str, config: TrainConfig, *, run_dir: str | os.PathLike
     else:
         model.requires_grad_(True)
 
-    run_dir = Path(run_dir) if run_dir is not None else Path(results_dir) / "runs" / f"finetune_{label}_{config.task}{'_' + tag if tag else ''}"
     result = train(model, tokenizer, config, run_dir, resume=resume, progress=progress)
 
     stem = Path(results_dir) / f"finetune_{label}_{config.task}{'_' + tag if tag else ''}"
