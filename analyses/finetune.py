@@ -90,10 +90,11 @@ def main(argv: list[str] | None = None) -> int:
         targets = tuple(t for t in args.lora_targets.split(",") if t) if args.lora_targets else None
         lora = LoraSettings(rank=args.lora_rank, alpha=args.lora_alpha, target_modules=targets)
     config = TrainConfig(
-        task=args.task, train_lengths=args.train_lengths, id_lengths=args.id_lengths, ood_lengths=args.ood_lengths,
+        task=args.task, train_lengths=tuple(args.train_lengths), id_lengths=tuple(args.id_lengths),
+        ood_lengths=tuple(args.ood_lengths),
         steps=args.steps, batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr,
         weight_decay=args.weight_decay, warmup_frac=args.warmup, schedule=args.schedule,
-        max_grad_norm=args.max_grad_norm, seed=args.seed, n_shots=args.shots, template=args.template,
+        max_grad_norm=args.max_grad_norm, seed=args.seed, n_shots=args.shots, template=args.template or TrainConfig.template,
         max_position=args.max_position, precision=args.precision, gradient_checkpointing=args.gradient_checkpointing,
         lora=lora, eval_every=args.eval_every, eval_examples=args.eval_examples, eval_batch_size=args.eval_batch_size,
         checkpoint_every=args.checkpoint_every, stop_at_accuracy=args.stop_at_accuracy,

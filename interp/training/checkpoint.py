@@ -11,16 +11,16 @@ loader that accepts tensors and plain containers only.
 from __future__ import annotations
 
 import json
-import pickle
 import random
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError, safe_open
+from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import Tensor
 
 from ..results import atomic_path
+from ..weights_files import READ_ERRORS, first_line, unreadable_reason
 from .config import TrainConfig
 from .tensor_tree import pack, unpack
 
@@ -97,38 +97,22 @@ def _read_safetensors(path: Path) -> dict:
         with safe_open(str(path), framework="pt", device="cpu") as stored:
             metadata = stored.metadata() or {}
             tensors = {key: stored.get_tensor(key) for key in stored.keys()}
-    except (SafetensorError, OSError) as err:
-        raise CheckpointUnreadable(f"checkpoint {path} cannot be read ({_first_line(err)}); {WAY_OUT}") from None
+    except READ_ERRORS as err:
+        raise CheckpointUnreadable(f"checkpoint {path} cannot be read: {unreadable_reason(err)}; {WAY_OUT}") from None
     if metadata.get("format") != FORMAT:
         raise CheckpointUnreadable(f"checkpoint {path} is not a checkpoint of interp.training (no {FORMAT!r} mark); "
                                    f"{WAY_OUT}")
     try:
         return unpack(json.loads(metadata["payload"]), tensors)
     except (KeyError, ValueError, TypeError) as err:
-        raise CheckpointUnreadable(f"checkpoint {path} has a damaged header ({_first_line(err)}); {WAY_OUT}") from None
+        raise CheckpointUnreadable(f"checkpoint {path} has a damaged header ({first_line(err)}); {WAY_OUT}") from None
 
 
 def _read_legacy(path: Path) -> dict:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
-        raise CheckpointUnreadable(f"checkpoint {path} cannot be read: it is not a plain pickle of tensors and was "
-                                   f"refused unopened, as loading it could run code ({_refused_global(err)}); "
-                                   f"{WAY_OUT}") from None
-    except Exception as err:  # noqa: BLE001 - torch.load fails with EOFError, RuntimeError, ...
-        raise CheckpointUnreadable(f"checkpoint {path} cannot be read ({type(err).__name__}: {_first_line(err)}); "
-                                   f"{WAY_OUT}") from None
-
-
-def _first_line(err: BaseException) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0]
-
-
-def _refused_global(err: BaseException) -> str:
-    """The line of torch's long refusal that names what the pickle wanted to import."""
-    lines = [line.strip() for line in str(err).splitlines()]
-    named = [line for line in lines if "GLOBAL" in line or "Unsupported" in line]
-    return (named or [_first_line(err)])[0]
+    except Exception as err:  # noqa: BLE001 - torch.load fails with UnpicklingError, EOFError, RuntimeError, ...
+        raise CheckpointUnreadable(f"checkpoint {path} cannot be read: {unreadable_reason(err)}; {WAY_OUT}") from None
 
 
 def read_checkpoint(path: Path) -> dict:
