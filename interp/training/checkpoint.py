@@ -98,7 +98,7 @@ def _read_safetensors(path: Path) -> dict:
             metadata = stored.metadata() or {}
             tensors = {key: stored.get_tensor(key) for key in stored.keys()}
     except READ_ERRORS as err:
-        raise CheckpointUnreadable(f"checkpoint {path} cannot be read: {unreadable_reason(err)}; {WAY_OUT}") from None
+        raise CheckpointUnreadable(f"checkpoint {path} cannot be read ({unreadable_reason(err)}); {WAY_OUT}") from None
     if metadata.get("format") != FORMAT:
         raise CheckpointUnreadable(f"checkpoint {path} is not a checkpoint of interp.training (no {FORMAT!r} mark); "
                                    f"{WAY_OUT}")
@@ -112,7 +112,7 @@ def _read_legacy(path: Path) -> dict:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - torch.load fails with UnpicklingError, EOFError, RuntimeError, ...
-        raise CheckpointUnreadable(f"checkpoint {path} cannot be read: {unreadable_reason(err)}; {WAY_OUT}") from None
+        raise CheckpointUnreadable(f"checkpoint {path} cannot be read ({unreadable_reason(err)}); {WAY_OUT}") from None
 
 
 def read_checkpoint(path: Path) -> dict:
