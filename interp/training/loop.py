@@ -91,16 +91,8 @@ def train(model, tokenizer, config: TrainConfig, run_dir: str | os.PathLike | No
 
     checkpoint_path = Path(run_dir) / CHECKPOINT_NAME if run_dir is not None else None
     found = find_checkpoint(Path(run_dir)) if resume and run_dir is not None else None
-    history: list[dict] = []
-    losses: list[tuple[int, float]] = []
-    start, resumed_from, stopped = 0, None, False
-    if found is not None:
-        start, history, losses, stopped = restore(found, model, optimizer, scheduler, scaler, config)
-        resumed_from = start
-        logger.info("resumed %s from step %d", found, start)
-    else:
-        torch.manual_seed(config.seed)
-        random.seed(config.seed)
+    start, history, losses, stopped = _starting_point(found, model, optimizer, scheduler, scaler, config)
+    resumed_from = start if found is not None else None
 
     def evaluate(step: int, train_loss: float) -> None:
         for split, lengths in (("id", config.id_lengths), ("ood", config.ood_lengths)):
@@ -144,6 +136,17 @@ def train(model, tokenizer, config: TrainConfig, run_dir: str | os.PathLike | No
         bar.close()
     model.eval()
     return TrainResult(history, losses, step, resumed_from, stopped)
+
+
+def _starting_point(found: Path | None, model, optimizer, scheduler, scaler, config: TrainConfig):
+    """(step, history, losses, stopped) from the checkpoint ``found``, or a fresh, seeded start."""
+    if found is None:
+        torch.manual_seed(config.seed)
+        random.seed(config.seed)
+        return 0, [], [], False
+    start, history, losses, stopped = restore(found, model, optimizer, scheduler, scaler, config)
+    logger.info("resumed %s from step %d", found, start)
+    return start, history, losses, stopped
 
 
 def _optimizer_step(model, config: TrainConfig, step: int, tokenizer, vocabulary, prepend_bos: bool, pad_id: int,
