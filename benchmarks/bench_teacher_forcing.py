@@ -45,7 +45,7 @@ def check_case(model, task: str, length: int, n: int, repeats: int, warmup: int)
     encoded = encode_prompts(model.tokenizer, prompts, prepend_bos=resolve_prepend_bos(model, PromptConfig()))
     forced = teacher_forced_scores(model, encoded, progress=False, keep_predictions=True).predictions
     greedy = greedy_answers(model, encoded, progress=False)
-    tf_departures = [departure_from_predictions(p.answer_ids, f, p.end_ids) for p, f in zip(encoded, forced)]
+    tf_departures = [departure_from_predictions(p.answer_ids, f, p.end) for p, f in zip(encoded, forced)]
     greedy_departures = [transition_index(p.answer_ids, g) for p, g in zip(encoded, greedy)]
     same_token = all(t is None or t >= len(g) or g[t] == f[t]
                      for t, g, f in zip(greedy_departures, greedy, forced))

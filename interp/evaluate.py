@@ -8,13 +8,13 @@ from collections.abc import Sequence
 
 from .batching import Hook
 from .datasets import ExampleSource, Generated
-from .generation import generate_accuracy, generate_answers, greedy_continuation, normalize_answer
+from .generation import generate_accuracy, generate_answers, greedy_continuation
 from .prompts import Prompt, PromptConfig, build_prompts, encode_prompts
 from .tasks import TaskSpec, get_task
 from .teacher_forcing import Accuracy, AnswerScores, scores_from_logits, teacher_forced_scores
 
 __all__ = ["Accuracy", "AnswerScores", "evaluate_prompts", "evaluate_task", "task_row", "generate_accuracy", "generate_answers",
-           "greedy_continuation", "normalize_answer", "resolve_prepend_bos", "scores_from_logits", "task_prompts"]
+           "greedy_continuation", "resolve_prepend_bos", "scores_from_logits", "task_prompts"]
 
 
 def task_prompts(model, task: str | TaskSpec, length: int, n_examples: int, seed: int = 0,

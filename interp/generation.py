@@ -3,18 +3,22 @@ checked against, and the paper's string-level scoring.
 
 No KV cache on purpose: the bridge's cached generation path returned wrong continuations for
 Llama-family models here (" Paris-------"), while full passes match Hugging Face exactly.
+String-level scoring reads each generation with its prompt's :class:`~interp.prompts.AnswerRule`
+(the same rule teacher forcing reads at the token level), and a row stops generating as soon as
+its outcome is settled (a stop text, EOS, its budget, or a prefix no continuation can repair).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
 
-from .batching import Hook, forward_logits
-from .prompts import EncodedPrompt, Prompt, PromptConfig, encode_prompts
-from .teacher_forcing import check_context
+from .batching import Hook, batched, forward_logits, pad_token_id, right_pad
+from .prompts import EncodedPrompt, Prompt, PromptConfig, encode_prompts, prompt_rule
+from .teacher_forcing import check_context, logits_at
 
 
 def greedy_continuation(model, prompt_ids: Sequence[int], max_new_tokens: int, stop_ids: frozenset[int],
@@ -38,36 +42,81 @@ def greedy_answers(model, encoded: Sequence[EncodedPrompt], slack: int = 1, fwd_
     ``len(answer) + slack`` tokens (one extra token already decides whether a copy stops)."""
     if slack < 1:
         raise ValueError(f"slack={slack} must be >= 1 so that a copy that fails to stop is seen")
-    check_context(model, [EncodedPrompt(p.prompt_ids, p.answer_ids + (0,) * slack, p.end_ids) for p in encoded])
+    check_context(model, [EncodedPrompt(p.prompt_ids, p.answer_ids + (0,) * slack, p.end) for p in encoded])
     desc = progress if isinstance(progress, str) else "generating"
-    return [tuple(greedy_continuation(model, p.prompt_ids, len(p.answer_ids) + slack, p.end_ids, fwd_hooks))
+    return [tuple(greedy_continuation(model, p.prompt_ids, len(p.answer_ids) + slack, p.end.tokens, fwd_hooks))
             for p in tqdm(encoded, desc=desc, disable=not progress, leave=False)]
 
 
-def normalize_answer(text: str) -> str:
-    """The paper's scoring: cut at the first newline, drop ``<eos>`` and all spaces."""
-    return text.split("\n", 1)[0].replace("<eos>", "").replace(" ", "")
+@dataclass
+class _Row:
+    """One prompt being generated: its ids so far, what it has generated, when it is done."""
+
+    index: int
+    ids: list[int]
+    target: str
+    end_text: str
+    budget: int
+    new: list[int]
+    text: str = ""
+    done: bool = False
+
+
+def _generation_rows(tokenizer, prompts: Sequence[Prompt], encoded: Sequence[EncodedPrompt]) -> list[_Row]:
+    rows = []
+    for i, (prompt, e) in enumerate(zip(prompts, encoded)):
+        rule = prompt_rule(prompt)
+        end_tokens = max((len(tokenizer.encode(t, add_special_tokens=False)) for t in rule.end_texts(prompt.end_text)),
+                         default=0)
+        rows.append(_Row(i, list(e.prompt_ids), prompt.answer_string, prompt.end_text,
+                         rule.max_new_tokens(len(e.answer_ids), end_tokens), []))
+    return rows
+
+
+def _advance(model, rows: Sequence[_Row], prompts: Sequence[Prompt], fwd_hooks: Sequence[Hook]) -> None:
+    """One greedy token for every row of ``rows`` (one batched pass, logits at each row's end)."""
+    tokenizer = model.tokenizer
+    tokens, _ = right_pad([r.ids for r in rows], pad_token_id(tokenizer))
+    last = torch.tensor([[len(r.ids) - 1] for r in rows])
+    next_ids = logits_at(model, tokens, last, fwd_hooks)[:, 0].argmax(-1).tolist()
+    for row, next_id in zip(rows, next_ids):
+        if next_id == tokenizer.eos_token_id:
+            row.done = True
+            continue
+        row.ids.append(next_id)
+        row.new.append(next_id)
+        row.text = tokenizer.decode(row.new)
+        rule = prompt_rule(prompts[row.index])
+        row.done = (len(row.new) >= row.budget or any(s in row.text for s in rule.stop_texts(row.end_text))
+                    or rule.settled(row.text, row.target, row.end_text))
 
 
 def generate_answers(model, prompts: Sequence[Prompt], prompt_config: PromptConfig = PromptConfig(),
-                     max_new_tokens: int | None = None, progress: bool = True) -> list[str]:
-    """Greedy continuation of each prompt, one at a time, up to the first newline or EOS."""
+                     batch_size: int = 8, fwd_hooks: Sequence[Hook] = (), progress: bool = True) -> list[str]:
+    """Greedy continuation text of each prompt, batched: each row until its answer rule's stop
+    text, EOS, its budget, or a prefix that settles its score (then the text is that prefix).
+
+    >>> texts = generate_answers(model, task_prompts(model, "UR", 10, 4))  # doctest: +SKIP
+    """
     from .evaluate import resolve_prepend_bos
 
-    tokenizer = model.tokenizer
-    encoded = encode_prompts(tokenizer, prompts, prepend_bos=resolve_prepend_bos(model, prompt_config))
-    stop = {i for i in range(len(tokenizer)) if tokenizer.decode([i]).startswith("\n")}
-    stop |= {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-    outputs = []
-    for p in tqdm(encoded, desc="generate", disable=not progress, leave=False):
-        budget = max_new_tokens or len(p.answer_ids) + 4
-        outputs.append(tokenizer.decode(greedy_continuation(model, p.prompt_ids, budget, frozenset(stop))))
-    return outputs
+    encoded = encode_prompts(model.tokenizer, prompts, prepend_bos=resolve_prepend_bos(model, prompt_config))
+    rows = _generation_rows(model.tokenizer, prompts, encoded)
+    check_context(model, [EncodedPrompt(e.prompt_ids, (0,) * r.budget, e.end) for e, r in zip(encoded, rows)])
+    order = sorted(rows, key=lambda r: len(r.ids))
+    for chunk in tqdm(list(batched(order, batch_size)), desc="generate", disable=not progress, leave=False):
+        while active := [r for r in chunk if not r.done]:
+            _advance(model, active, prompts, fwd_hooks)
+    return [r.text for r in rows]
 
 
 def generate_accuracy(model, prompts: Sequence[Prompt], prompt_config: PromptConfig = PromptConfig(),
-                      progress: bool = True) -> tuple[float, list[bool]]:
-    """String-level exact match of greedy generations (the paper's way; slow)."""
-    texts = generate_answers(model, prompts, prompt_config, progress=progress)
-    hits = [normalize_answer(t) == p.answer_string for t, p in zip(texts, prompts)]
+                      batch_size: int = 8, progress: bool = True) -> tuple[float, list[bool]]:
+    """String-level exact match of greedy generations, each read by its prompt's answer rule
+    (the paper's way for ``--protocol paper``; slow).
+
+    >>> accuracy, hits = generate_accuracy(model, task_prompts(model, "UF", 10, 8))  # doctest: +SKIP
+    """
+    texts = generate_answers(model, prompts, prompt_config, batch_size, progress=progress)
+    hits = [prompt_rule(p).read(t, p.end_text) == p.answer_string for t, p in zip(texts, prompts)]
     return (sum(hits) / len(hits) if hits else float("nan")), hits

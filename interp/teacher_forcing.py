@@ -19,7 +19,7 @@ from torch import Tensor
 
 from .batching import Hook, PaddedBatch, forward_logits, in_input_order, pad_token_id, padded_batches
 from .lm import context_length
-from .prompts import EncodedPrompt
+from .prompts import AnswerEnd, EncodedPrompt
 from .stats import binomial_stderr
 
 ScoreRow = tuple[bool, float, float, tuple[int, ...]]  # exact match, token accuracy, mean log-prob, argmaxes
@@ -76,17 +76,17 @@ def answer_slice(p: EncodedPrompt) -> slice:
     return slice(p.answer_start - 1, p.answer_start + len(p.answer_ids))
 
 
-def score_answer(predicting: Float[Tensor, "n_plus_1 d_vocab"], answer_ids: Sequence[int],
-                 end_ids: frozenset[int]) -> ScoreRow:
+def score_answer(predicting: Float[Tensor, "n_plus_1 d_vocab"], answer_ids: Sequence[int], end: AnswerEnd) -> ScoreRow:
     """(exact match, token accuracy, mean answer log-prob, argmaxes) from the logits at the
-    positions that predict each answer token plus the one after (which must predict an end)."""
+    positions that predict each answer token plus the one after (which must predict an end
+    when ``end.required``)."""
     predicting = predicting.float()
     n = len(answer_ids)
     answer = torch.tensor(answer_ids, device=predicting.device)
     predicted = predicting.argmax(-1)
     hits = predicted[:n] == answer
     log_probs = predicting[:n].log_softmax(-1).gather(-1, answer[:, None]).squeeze(-1)
-    exact = bool(hits.all()) and predicted[n].item() in end_ids
+    exact = bool(hits.all()) and end.accepts(predicted[n].item())
     return exact, hits.float().mean().item(), log_probs.mean().item(), tuple(predicted.tolist())
 
 
@@ -135,16 +135,25 @@ def select_positions_hook(positions: Int[Tensor, "batch slot"]) -> Hook:
 
 def answer_rows(logits: Float[Tensor, "batch slot d_vocab"], batch: Sequence[EncodedPrompt]) -> list[ScoreRow]:
     """``score_answer`` rows from logits taken at ``AnswerPositions.of(batch)`` only."""
-    return [score_answer(logits[row, : len(p.answer_ids) + 1], p.answer_ids, p.end_ids) for row, p in enumerate(batch)]
+    return [score_answer(logits[row, : len(p.answer_ids) + 1], p.answer_ids, p.end) for row, p in enumerate(batch)]
+
+
+def logits_at(model, tokens: Int[Tensor, "batch pos"], positions: Int[Tensor, "batch slot"],
+              fwd_hooks: Sequence[Hook] = ()) -> Float[Tensor, "batch slot d_vocab"]:
+    """Logits at ``positions`` of each row only, ``fwd_hooks`` active: the one way the toolkit
+    reads logits where it needs them (answers, the next token of a generation).
+
+    >>> logits_at(model, tokens, torch.tensor([[3, 4]]))  # doctest: +SKIP
+    """
+    if SELECT_HOOK in getattr(model, "hook_dict", {}):
+        return forward_logits(model, tokens, [*fwd_hooks, select_positions_hook(positions)])
+    # A model without hook points (a plain HF model during fine-tuning) unembeds every position.
+    return gather_positions(forward_logits(model, tokens, fwd_hooks), positions)
 
 
 def answer_logits(model, batch: PaddedBatch, fwd_hooks: Sequence[Hook] = ()) -> Float[Tensor, "batch slot d_vocab"]:
     """Logits of one batch at its answer positions only (``AnswerPositions``), ``fwd_hooks`` active."""
-    where = AnswerPositions.of(batch.items)
-    if SELECT_HOOK in getattr(model, "hook_dict", {}):
-        return forward_logits(model, batch.tokens, [*fwd_hooks, select_positions_hook(where.positions)])
-    # A model without hook points (a plain HF model during fine-tuning) unembeds every position.
-    return gather_positions(forward_logits(model, batch.tokens, fwd_hooks), where.positions)
+    return logits_at(model, batch.tokens, AnswerPositions.of(batch.items).positions, fwd_hooks)
 
 
 def scores_from_logits(logits: Float[Tensor, "batch pos d_vocab"], batch: Sequence[EncodedPrompt],
@@ -155,7 +164,7 @@ def scores_from_logits(logits: Float[Tensor, "batch pos d_vocab"], batch: Sequen
 
 def logit_rows(logits: Float[Tensor, "batch pos d_vocab"], batch: Sequence[EncodedPrompt]) -> list[ScoreRow]:
     """``score_answer`` rows from logits at every position."""
-    return [score_answer(logits[row, answer_slice(p)], p.answer_ids, p.end_ids) for row, p in enumerate(batch)]
+    return [score_answer(logits[row, answer_slice(p)], p.answer_ids, p.end) for row, p in enumerate(batch)]
 
 
 def check_context(model, encoded: Sequence[EncodedPrompt]) -> None:

@@ -108,9 +108,9 @@ def test_paper_protocol_ends_and_bos(tiny_llama):
     (paper,) = encode_prompts(tokenizer, [prompt], False)
     (ours,) = encode_prompts(tokenizer, task_prompts(tiny_llama, "UF", 5, 1), False)
     newline = tokenizer.encode("\n", add_special_tokens=False)[0]
-    assert newline in ours.end_ids and newline not in paper.end_ids  # a copy followed by one newline fails the paper
+    assert ours.end.accepts(newline) and not paper.end.accepts(newline)  # a copy followed by one newline fails the paper
     retrieval = encode_prompts(tokenizer, task_prompts(tiny_llama, "UR", 6, 1, prompt_config=PromptConfig.paper()), False)[0]
-    assert retrieval.end_ids == frozenset()  # the paper reads the answer's first symbol only
+    assert not retrieval.end.required and retrieval.end.accepts(newline)  # the paper reads the answer's first symbol only
     with pytest.raises(ValueError, match="not a template of the 'paper' protocol"):
         PromptConfig(protocol="paper", template="xyz")
     with pytest.raises(ValueError, match="does not apply to retrieval tasks"):

@@ -20,6 +20,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ..prompts import AnswerEnd
+
 END = object()  # stands for "the source ends here" among a token's successors
 
 Op = Literal["match", "substitute", "delete", "insert"]
@@ -58,7 +60,7 @@ def transition_index(reference: Sequence[Hashable], copy: Sequence[Hashable]) ->
     return min(len(copy), len(reference))
 
 
-def departure_from_predictions(reference: Sequence[int], predictions: Sequence[int], end_ids: frozenset[int]) -> int | None:
+def departure_from_predictions(reference: Sequence[int], predictions: Sequence[int], end: AnswerEnd) -> int | None:
     """First departure of the greedy copy, from teacher-forced argmaxes ``predictions[0..n]``
     (``predictions[n]`` must be an end token). Before its first departure the greedy prefix *is*
     the reference, so this is exactly where greedy generation would first go wrong."""
@@ -68,7 +70,7 @@ def departure_from_predictions(reference: Sequence[int], predictions: Sequence[i
     for t in range(n):
         if predictions[t] != reference[t]:
             return t
-    return None if predictions[n] in end_ids else n
+    return None if end.accepts(predictions[n]) else n
 
 
 # --------------------------------------------------------------------------- alignment (the paper's way)

@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..generation import greedy_answers
-from ..prompts import EncodedPrompt, bos_ids
+from ..prompts import AnswerEnd, EncodedPrompt, bos_ids, first_tokens
 from ..teacher_forcing import check_context, teacher_forced_scores
 
-__all__ = ["TextPrompt", "check_context", "encode_text_prompt", "first_token_ids", "greedy_answers",
+__all__ = ["TextPrompt", "check_context", "encode_text_prompt", "first_tokens", "greedy_answers",
            "split_is_natural", "teacher_forced_scores"]
 
 
@@ -31,24 +31,13 @@ class TextPrompt:
     end_text: str
 
 
-def first_token_ids(tokenizer, texts: Iterable[str]) -> frozenset[int]:
-    """The first token of each text: the tokens a generation must emit to start that text."""
-    ids = set()
-    for text in texts:
-        encoded = tokenizer.encode(text, add_special_tokens=False)
-        if not encoded:
-            raise ValueError(f"texts contains {text!r}, which encodes to no token at all")
-        ids.add(encoded[0])
-    return frozenset(ids)
-
-
-def encode_text_prompt(tokenizer, prompt: TextPrompt, end_ids: frozenset[int], prepend_bos: bool) -> EncodedPrompt:
+def encode_text_prompt(tokenizer, prompt: TextPrompt, end: AnswerEnd, prepend_bos: bool) -> EncodedPrompt:
     """Prompt and answer encoded separately and concatenated (BOS first when asked)."""
     prompt_ids = bos_ids(tokenizer, prepend_bos) + tokenizer.encode(prompt.text, add_special_tokens=False)
     answer_ids = tokenizer.encode(prompt.answer_text, add_special_tokens=False)
     if not answer_ids:
         raise ValueError(f"prompt.answer_text={prompt.answer_text!r} encodes to no token")
-    return EncodedPrompt(tuple(prompt_ids), tuple(answer_ids), end_ids)
+    return EncodedPrompt(tuple(prompt_ids), tuple(answer_ids), end)
 
 
 def split_is_natural(tokenizer, prompt: TextPrompt) -> bool:

@@ -33,10 +33,10 @@ from tqdm.auto import tqdm
 
 from ..batching import Hook
 from ..evaluate import resolve_prepend_bos
-from ..prompts import PromptConfig
+from ..prompts import AnswerEnd, PromptConfig
 from ..results import write_table
 from ..teacher_forcing import Accuracy
-from .common import (TextPrompt, encode_text_prompt, first_token_ids, greedy_answers, split_is_natural,
+from .common import (TextPrompt, encode_text_prompt, first_tokens, greedy_answers, split_is_natural,
                      teacher_forced_scores)
 
 GitTask = Literal["revert", "cherry-pick"]
@@ -221,11 +221,10 @@ def evaluate_git(model, task: str, n_commits: int, config: GitConfig = GitConfig
     tokenizer = model.tokenizer
     examples = git_examples(n_commits, config.n_examples, config.n_shots, config.seed)
     prompts = [git_prompt(e.history, task, e.demos, config.instruction) for e in examples]
-    end_ids = first_token_ids(tokenizer, [END])
-    if tokenizer.eos_token_id is not None:
-        end_ids |= {tokenizer.eos_token_id}
+    eos = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    end = AnswerEnd(frozenset(first_tokens(tokenizer, (END,)) | eos))
     prepend_bos = resolve_prepend_bos(model, PromptConfig())
-    encoded = [encode_text_prompt(tokenizer, p, end_ids, prepend_bos) for p in prompts]
+    encoded = [encode_text_prompt(tokenizer, p, end, prepend_bos) for p in prompts]
     label = f"git {task} N={n_commits}"
     accuracy = Accuracy.of(teacher_forced_scores(model, encoded, batch_size, fwd_hooks, progress and label))
     generate_accuracy = None

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..batching import Hook
 from ..evaluate import resolve_prepend_bos
-from ..prompts import PromptConfig, end_token_ids
+from ..prompts import AnswerEnd, AnswerRule, PromptConfig
 from ..results import write_table
 from ..stats import binomial_stderr
 from .alignment import ambiguous_positions, departure_from_predictions, edit_transitions, transition_index
@@ -229,7 +229,7 @@ def first_miss(hits: Sequence[bool], start: int = 0) -> int | None:
     return next((t for t in range(start, len(hits)) if not hits[t]), None)
 
 
-def analyse_copy(paragraph: int, reference: Sequence[int], predictions: Sequence[int], end_ids: frozenset[int],
+def analyse_copy(paragraph: int, reference: Sequence[int], predictions: Sequence[int], end: AnswerEnd,
                  decode: Callable[[Sequence[int]], str], mean_logprob: float = float("nan"),
                  generated: Sequence[int] | None = None) -> CopyResult:
     """Departures and their ambiguity for one copy, from its teacher-forced argmaxes
@@ -237,8 +237,8 @@ def analyse_copy(paragraph: int, reference: Sequence[int], predictions: Sequence
     generation ``generated``)."""
     n = len(reference)
     ambiguous = ambiguous_positions(reference)
-    hits = [predictions[t] == reference[t] for t in range(n)] + [predictions[n] in end_ids]
-    t = departure_from_predictions(reference, predictions, end_ids)
+    hits = [predictions[t] == reference[t] for t in range(n)] + [end.accepts(predictions[n])]
+    t = departure_from_predictions(reference, predictions, end)
     primed = first_miss(hits, start=1)
     token = lambda i: repr(decode([i]))  # repr keeps leading spaces and newlines visible
     misses = [a for h, a in zip(hits, ambiguous) if not h]
@@ -366,13 +366,13 @@ def run_lorem(model, config: LoremConfig = LoremConfig(), *, batch_size: int = 4
     tokenizer = model.tokenizer
     paragraphs = lorem_paragraphs(config, tokenizer)
     prompts = [echo_prompt(p, config.n_shots, config.rule) for p in paragraphs]
-    end_ids = end_token_ids(tokenizer, END_TEXT)
+    end = AnswerRule("interp", "copying").end(tokenizer, END_TEXT)
     prepend_bos = resolve_prepend_bos(model, PromptConfig())
-    encoded = [encode_text_prompt(tokenizer, p, end_ids, prepend_bos) for p in prompts]
+    encoded = [encode_text_prompt(tokenizer, p, end, prepend_bos) for p in prompts]
     forced = teacher_forced_scores(model, encoded, batch_size, fwd_hooks, progress and "lorem: teacher forcing",
                                    keep_predictions=True)
     generated = greedy_answers(model, encoded, 1, fwd_hooks, progress and "lorem: generating") if generate else None
-    results = [analyse_copy(i, e.answer_ids, forced.predictions[i], end_ids, tokenizer.decode,
+    results = [analyse_copy(i, e.answer_ids, forced.predictions[i], end, tokenizer.decode,
                             forced.mean_logprob[i].item(), generated[i] if generated is not None else None)
                for i, e in enumerate(encoded)]
     natural = sum(split_is_natural(tokenizer, p) for p in prompts) / len(prompts)
