@@ -80,7 +80,11 @@ def _finite_float(text: str, expected: str) -> float:
 
 
 def positive_float(text: str) -> float:
-    """A finite number > 0 (``--lr``): NaN and infinity are refused, not trained on."""
+    """A finite number > 0 (``--lr``): NaN and infinity are refused, not trained on.
+
+    >>> positive_float("3e-4")
+    0.0003
+    """
     value = _finite_float(text, "a finite number > 0")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
@@ -88,7 +92,11 @@ def positive_float(text: str) -> float:
 
 
 def non_negative_float(text: str) -> float:
-    """A finite number >= 0 (``--weight-decay``, ``--max-grad-norm`` where 0 turns clipping off)."""
+    """A finite number >= 0 (``--weight-decay``, ``--max-grad-norm`` where 0 turns clipping off).
+
+    >>> non_negative_float("0")
+    0.0
+    """
     value = _finite_float(text, "a finite number >= 0")
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
@@ -181,7 +189,11 @@ def writable_dir(text: str) -> Path:
 
 def new_or_existing_dir(text: str) -> Path:
     """A folder that exists or can be created, not a file (``--run-dir``, ``--adapter-out``);
-    checked before any work, created by whoever writes into it."""
+    checked before any work, created by whoever writes into it.
+
+    >>> new_or_existing_dir("results/runs/finetune_x").name
+    'finetune_x'
+    """
     path = Path(text).expanduser()
     for folder in (path, *path.parents):
         if folder.exists():

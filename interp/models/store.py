@@ -138,7 +138,10 @@ def verify(folder: Path, names: Iterable[str] | None = None, full: bool = False)
 
 
 def check_cache_entry(target: Path) -> None:
-    """Refuse a cache entry that a folder or link of ours should be but a file is."""
+    """Refuse a cache entry that a folder or link of ours should be but a file is.
+
+    >>> check_cache_entry(Path("/nonexistent/models/smollm2-135m"))
+    """
     if target.exists() and not target.is_dir():
         raise CachePathError(f"{target} is a file where the cache keeps a model folder; "
                              f"move it away or delete it, then load again")

@@ -69,7 +69,10 @@ def check_run_dir(run_dir: str | Path | None, argument: str = "run_dir") -> None
 
 def save_checkpoint(path: Path, payload: dict) -> None:
     """Write ``payload`` to a temporary file renamed over ``path``: a kill mid-write leaves the
-    previous checkpoint intact."""
+    previous checkpoint intact.
+
+    >>> save_checkpoint(Path(run_dir) / CHECKPOINT_NAME, {"step": 3, "model": trainable_state(model), ...})  # doctest: +SKIP
+    """
     tensors: dict[str, Tensor] = {}
     tree = json.dumps(pack(payload, tensors))
     with atomic_path(path) as tmp:
@@ -77,7 +80,11 @@ def save_checkpoint(path: Path, payload: dict) -> None:
 
 
 def find_checkpoint(run_dir: Path) -> Path | None:
-    """The checkpoint a run folder holds (this version's, else an older version's), or None."""
+    """The checkpoint a run folder holds (this version's, else an older version's), or None.
+
+    >>> find_checkpoint(Path("/nonexistent")) is None
+    True
+    """
     for name in (CHECKPOINT_NAME, LEGACY_CHECKPOINT_NAME):
         if (Path(run_dir) / name).is_file():
             return Path(run_dir) / name
