@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import sys
 
-from interp.ablation import ABLATION_KINDS
+from interp.interventions.ablation import ABLATION_KINDS
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail, int_list,
                         load_model_from_args, name_list, positive_int, positive_int_list, prompt_config_from_args,
                         results_suffix, run, source_from_args, task_list)
-from interp.datasets import PaperData
+from interp.data.paper_files import PaperData
 from interp.experiments import (ABLATION_COLUMNS, AblationConfig, ablation_study, ablation_summary,
                                 check_ablation_inputs, study_head_scores)
-from interp.results import RowJournal, to_markdown, write_table
+from interp.core.tables import RowJournal, to_markdown, write_table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
     stem = args.out / f"ablation{suffix}"
     run_config = {"config": config.as_dict(), "model": args.model, "adapter": args.adapter, "dtype": args.dtype,
-                  "score_sequences": args.score_sequences, "scoring": "teacher-forced exact match (interp.teacher_forcing)"}
+                  "score_sequences": args.score_sequences, "scoring": "teacher-forced exact match (interp.measure.teacher_forcing)"}
     journal = RowJournal(stem, run_config)
     if journal.done():
         print(f"resuming: {len(journal.done())} finished cells in {journal.path}")

@@ -15,8 +15,8 @@ from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args
                         run, source_from_args, task_list)
 from interp.experiments import (DIRECTIONAL_COLUMNS, check_directional_inputs, directional_bias, over_templates,
                                 pair_table)
-from interp.results import RowJournal, to_markdown, write_table
-from interp.tasks import get_task
+from interp.core.tables import RowJournal, to_markdown, write_table
+from interp.data.tasks import get_task
 
 
 def main(argv: list[str] | None = None) -> int:

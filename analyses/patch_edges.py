@@ -27,11 +27,11 @@ import torch
 
 from interp.cli import (Parser, add_model_args, add_output_args, fail, index_list, load_model_from_args, name_list,
                         non_negative_int, positive_int, positive_int_list, run)
-from interp.edges.data import TASKS, check_length
-from interp.edges.preflight import ModelShape, check_request, model_shape
-from interp.edges.study import EdgeStudyConfig, claim_summary, edge_study, summary_table, sweep_summary
-from interp.naming import model_name, slug
-from interp.results import RowJournal, to_markdown, write_table
+from interp.interventions.edges.data import TASKS, check_length
+from interp.interventions.edges.preflight import ModelShape, check_request, model_shape
+from interp.experiments.edge_study import EdgeStudyConfig, claim_summary, edge_study, summary_table, sweep_summary
+from interp.core.naming import model_name, slug
+from interp.core.tables import RowJournal, to_markdown, write_table
 
 DEFAULT_N = 32
 DEFAULT_SWEEP_N = 8

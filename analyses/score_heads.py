@@ -12,9 +12,9 @@ from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args
                         load_model_from_args, name_list, positive_int, positive_int_list, prompt_config_from_args,
                         results_suffix, run, source_from_args)
 from interp.experiments import AblationConfig, ablation_prompt_sets, add_task_attention, check_ablation_inputs
-from interp.results import to_markdown, write_table
-from interp.scoring import score_heads
-from interp.tasks import TASK_NAMES
+from interp.core.tables import to_markdown, write_table
+from interp.measure.head_scores import score_heads
+from interp.data.tasks import TASK_NAMES
 
 
 def main(argv: list[str] | None = None) -> int:

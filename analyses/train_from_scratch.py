@@ -19,9 +19,9 @@ import time
 from dataclasses import asdict, replace
 
 from interp.cli import Parser, add_output_args, fraction, name_list, positive_float, positive_int, run, task_list
-from interp.results import to_markdown, write_table
-from interp.scratch import POSITIONALS, PRESETS, train_table, verdict
-from interp.tasks import TASK_NAMES
+from interp.core.tables import to_markdown, write_table
+from interp.experiments.from_scratch import POSITIONALS, PRESETS, train_table, verdict
+from interp.data.tasks import TASK_NAMES
 
 
 def build_parser() -> Parser:

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from interp.datasets import read_paper_jsonl
-from interp.evaluate import evaluate_prompts, generate_accuracy, generate_answers, task_prompts
+from interp.data.paper_files import read_paper_jsonl
+from interp.measure.evaluate import evaluate_prompts, generate_accuracy, generate_answers, task_prompts
 from interp.prompts import AnswerEnd, AnswerRule, PromptConfig, answer_rule, encode_prompts, prompt_rule
 
 EXCERPTS = Path(__file__).parent / "fixtures" / "paper_excerpts"

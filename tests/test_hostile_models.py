@@ -195,7 +195,7 @@ def test_a_garbled_config_with_its_time_kept_is_converted_again(tmp_path, monkey
 
 UNWRITABLE = textwrap.dedent("""
     import logging, resource, sys, torch
-    from interp import bridge as tl
+    from interp.models import bridge as tl
     from interp.models import bridge_from_hf, load_hf_model, processed_weights_file
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     model, tokenizer = load_hf_model("tiny-gpt2")  # the tokenizer is cached before the limit
@@ -326,7 +326,7 @@ def test_run_folders_naming_a_file_are_refused_before_training(tmp_path, flag, c
 
 
 def saved_adapter(tmp_path) -> Path:
-    from interp.adapters import LoraSettings, add_lora, save_adapter
+    from interp.models.adapters import LoraSettings, add_lora, save_adapter
 
     model, _ = tiny_hf_model("tiny-gpt2")
     return save_adapter(add_lora(model, LoraSettings(rank=2)), tmp_path / "adapter", base_model="tiny-gpt2")
@@ -376,7 +376,7 @@ echo "<html></html>"
 
 
 def test_headless_chromium_writes_nothing_into_home(tmp_path, monkeypatch):
-    from interp.browser import headless_chromium, isolated_launcher
+    from interp.figures.browser import headless_chromium, isolated_launcher
 
     home, record = tmp_path / "home", tmp_path / "browser-home.txt"
     home.mkdir()

@@ -4,10 +4,10 @@ import torch
 
 from conftest import assert_same_bridge
 
-from interp.evaluate import evaluate_prompts, generate_accuracy, scores_from_logits, task_prompts
+from interp.measure.evaluate import evaluate_prompts, generate_accuracy, scores_from_logits, task_prompts
 from interp.models import ModelNotFoundError, load_model, resolve_device
 from interp.prompts import AnswerEnd, EncodedPrompt, PromptConfig
-from interp.vocab import item_token_ids, single_token_vocabulary
+from interp.data.vocab import item_token_ids, single_token_vocabulary
 
 
 def test_unknown_model_error_names_what_was_looked_for():
@@ -99,7 +99,7 @@ def test_local_checkpoint_folder_loads_as_bridge(tmp_path):
 def test_processed_weight_cache_gives_the_same_bridge(tmp_path, name):
     """A bridge whose processed weights come from the cache equals one processed from scratch:
     logits, every hook (hook_pattern and hook_z included) and the state dict, bit for bit."""
-    from interp.bridge import weights_processed
+    from interp.models.bridge import weights_processed
     from interp.models import bridge_from_hf, load_hf_model, processed_weights_file
 
     fresh = bridge_from_hf(*load_hf_model(name), name, torch.device("cpu"), processed_cache=tmp_path)
@@ -122,7 +122,7 @@ def test_processed_weight_cache_gives_the_same_bridge(tmp_path, name):
 
 
 def test_processed_weight_cache_rejects_another_model(tmp_path):
-    from interp import bridge as tl
+    from interp.models import bridge as tl
     from interp.models import bridge_from_hf, load_hf_model, processed_weights_file
     from interp.models.processed import read_processed_weights
 

@@ -1,5 +1,5 @@
 """The paper-family model offline (interp.models.paper) and the lean load path (interp.models.lean,
-interp.bridge): an empty model filled from its files equals a loaded model processed whole."""
+interp.models.bridge): an empty model filled from its files equals a loaded model processed whole."""
 
 import hashlib
 import json
@@ -12,7 +12,7 @@ import torch
 
 from conftest import assert_same_bridge
 
-from interp import bridge as tl
+from interp.models import bridge as tl
 from interp.models import lean
 from interp.models.processed import install_or_process
 from interp.models import ModelNotFoundError, bridge_from_hf, load_model, tiny_hf_model, tiny_tokenizer

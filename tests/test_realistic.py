@@ -8,17 +8,17 @@ import random
 import pytest
 
 from interp.prompts import AnswerEnd, EncodedPrompt
-from interp.realistic.alignment import (ambiguous_positions, base_rate, departure_from_predictions, edit_transitions,
+from interp.experiments.realistic.alignment import (ambiguous_positions, base_rate, departure_from_predictions, edit_transitions,
                                         needleman_wunsch, successors, transition_index)
-from interp.realistic.common import (TextPrompt, encode_text_prompt, greedy_answers, split_is_natural,
+from interp.experiments.realistic.common import (TextPrompt, encode_text_prompt, greedy_answers, split_is_natural,
                                      teacher_forced_scores)
-from interp.realistic.git_history import (GIT_ACTIONS, GIT_TOPICS, GitConfig, History, answer_text, evaluate_git,
+from interp.experiments.realistic.git_history import (GIT_ACTIONS, GIT_TOPICS, GitConfig, History, answer_text, evaluate_git,
                                           expected_lines, git_examples, git_prompt, lines_match, parse_answer_lines,
                                           random_history, run_git, write_git_table)
-from interp.realistic.lorem import (ECHO_DEMOS, LoremConfig, analyse_copy, echo_prompt, lorem_paragraph,
+from interp.experiments.realistic.lorem import (ECHO_DEMOS, LoremConfig, analyse_copy, echo_prompt, lorem_paragraph,
                                     lorem_paragraphs, run_lorem, scramble_round, summarize_copies, truncate,
                                     write_lorem_tables)
-from interp.realistic.lorem_words import LOREM_WORDS
+from interp.experiments.realistic.lorem_words import LOREM_WORDS
 
 # --------------------------------------------------------------------------- ambiguity and transitions
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from .store import CacheDamaged, check_cache_entry, publish_folder, read_manifest, remove_stale_staging, verify
+from interp.models.store import (CacheDamaged, check_cache_entry, publish_folder, read_manifest, remove_stale_staging,
+                                 verify)
 
 logger = logging.getLogger(__name__)
 

@@ -20,12 +20,12 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from .. import bridge as tl
-from ..results import atomic_path
-from .converted import PROCESSED_PREFIX
-from .devices import dtype_name
-from .lean import CheckpointFolder
-from .store import MANIFEST, CacheDamaged, forget_file, record_files, remove_stale_staging, verify
+from interp.models import bridge as tl
+from interp.core.tables import atomic_path
+from interp.models.converted import PROCESSED_PREFIX
+from interp.models.devices import dtype_name
+from interp.models.lean import CheckpointFolder
+from interp.models.store import MANIFEST, CacheDamaged, forget_file, record_files, remove_stale_staging, verify
 
 logger = logging.getLogger(__name__)
 

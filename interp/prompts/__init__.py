@@ -7,13 +7,13 @@ a correct answer under each protocol, for teacher forcing and for generation), `
 (where each item, query and answer sits among the tokens).
 """
 
-from .config import (ALL_TEMPLATES, DEFAULT_DEMO_LENGTH, PAPER_TEMPLATES, PROTOCOLS, TEMPLATES, PromptConfig, Protocol,
+from interp.prompts.config import (ALL_TEMPLATES, DEFAULT_DEMO_LENGTH, PAPER_TEMPLATES, PROTOCOLS, TEMPLATES, PromptConfig, Protocol,
                      Template)
-from .answer_rule import AnswerEnd, AnswerRule, answer_rule, first_tokens
-from .encode import EncodedPrompt, bos_ids, encode_prompt, encode_prompts, prompt_rule, token_index_of_chars
-from .layout import PromptLayout, prompt_layout
-from .render import Prompt, build_prompt, build_prompts, render_line
-from .templates import RULES
+from interp.prompts.answer_rule import AnswerEnd, AnswerRule, answer_rule, first_tokens
+from interp.prompts.encode import EncodedPrompt, bos_ids, encode_prompt, encode_prompts, prompt_rule, token_index_of_chars
+from interp.prompts.layout import PromptLayout, prompt_layout
+from interp.prompts.render import Prompt, build_prompt, build_prompts, render_line
+from interp.prompts.templates import RULES
 
 __all__ = [
     "ALL_TEMPLATES", "DEFAULT_DEMO_LENGTH", "PAPER_TEMPLATES", "PROTOCOLS", "RULES", "TEMPLATES", "AnswerEnd", "AnswerRule",

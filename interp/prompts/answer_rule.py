@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
-from .config import PROTOCOLS
+from interp.prompts.config import PROTOCOLS
 
 FAMILIES = ("retrieval", "copying")
 PAPER_RETRIEVAL_MAX_NEW_TOKENS = 6  # the paper's sampling budget for retrieval answers

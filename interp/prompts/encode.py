@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
-from ..tasks import get_task
-from .answer_rule import AnswerEnd, AnswerRule, answer_rule
-from .render import Prompt
+from interp.data.tasks import get_task
+from interp.prompts.answer_rule import AnswerEnd, AnswerRule, answer_rule
+from interp.prompts.render import Prompt
 
 
 @dataclass(frozen=True)

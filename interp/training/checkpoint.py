@@ -19,10 +19,10 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import Tensor
 
-from ..results import atomic_path
-from ..weights_files import READ_ERRORS, first_line, unreadable_reason
-from .config import TrainConfig
-from .tensor_tree import pack, unpack
+from interp.core.tables import atomic_path
+from interp.core.weights_files import READ_ERRORS, first_line, unreadable_reason
+from interp.training.config import TrainConfig
+from interp.training.tensor_tree import pack, unpack
 
 CHECKPOINT_NAME = "checkpoint.safetensors"
 LEGACY_CHECKPOINT_NAME = "checkpoint.pt"
