@@ -68,7 +68,7 @@ from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedModel, PreTraine
 from ..heads import Head
 from ..naming import ModelNotFoundError
 from ..tasks import ALNUM
-from .planted_vocab import (BOS_MARKER, COPY_RULE_WORDS, END_MARKER, SEPARATOR, ResidualLayout, planted_tokenizer,
+from .planted_vocab import (BOS_MARKER, COPY_RULE_WORDS, EDGE_SEPARATORS, END_MARKER, SEPARATOR, ResidualLayout, planted_tokenizer,
                             single_id)
 
 PREVIOUS_TOKEN_HEAD, MARKER_HEAD = Head(0, 0), Head(0, 1)
@@ -133,10 +133,20 @@ def planted_heads(name: str) -> dict[str, Head]:
     return heads
 
 
+def separator_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """Tokens that end a string to copy: the prompt's ``:`` and the edge protocol's ``,``."""
+    return [single_id(tokenizer, SEPARATOR), single_id(tokenizer, EDGE_SEPARATORS[0])]
+
+
+def start_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """Tokens just before a string to copy: the end of ``<bos>`` and the tokenizer's BOS."""
+    return [last_id(tokenizer, BOS_MARKER), tokenizer.bos_token_id]
+
+
 def copyable_ids(tokenizer: PreTrainedTokenizerBase) -> dict[int, int]:
-    """Token -> the token a copying head writes for it: each item to itself, ``:`` to ``<eos>``."""
+    """Token -> the token a copying head writes for it: each item to itself, a separator to ``<eos>``."""
     items = {single_id(tokenizer, " " + item): single_id(tokenizer, " " + item) for item in ALNUM}
-    return items | {single_id(tokenizer, SEPARATOR): first_id(tokenizer, END_MARKER)}
+    return items | {sep: first_id(tokenizer, END_MARKER) for sep in separator_ids(tokenizer)}
 
 
 def first_id(tokenizer: PreTrainedTokenizerBase, text: str) -> int:
@@ -166,12 +176,15 @@ class _Writer:
         """Query and key amplitude whose product is ``nats`` after GPT-2's 1/sqrt(d_head)."""
         return math.sqrt(nats * math.sqrt(self.layout.d_head))
 
-    def match(self, head: Head, query_rows: list[int], key_rows: list[int], nats: float) -> None:
-        """Query row ``query_rows[i]`` matches key row ``key_rows[i]`` with ``nats`` of logit."""
+    def match(self, head: Head, query_rows: list[int], key_rows: list[int], nats: float,
+              extra: tuple[list[int], list[int]] = ([], [])) -> None:
+        """Query row ``query_rows[i]`` matches key row ``key_rows[i]`` with ``nats`` of logit;
+        ``extra`` = (query rows, key rows) share one more slot: any of them matches any."""
         a = self.amplitude(nats) / self.scales[head.layer]
-        for slot, (qr, kr) in enumerate(zip(query_rows, key_rows)):
-            self.q[head.layer, head.head, qr, slot] += a
-            self.k[head.layer, head.head, kr, slot] += a
+        groups = [([qr], [kr]) for qr, kr in zip(query_rows, key_rows)] + ([extra] if extra[0] else [])
+        for slot, (q_rows, k_rows) in enumerate(groups):
+            self.q[head.layer, head.head, q_rows, slot] += a
+            self.k[head.layer, head.head, k_rows, slot] += a
 
     def key_bias(self, head: Head, slot: int, nats_by_row: dict[int, float]) -> None:
         """A logit ``nats_by_row[row]`` added to every query's score of a key holding ``row``."""
@@ -208,21 +221,21 @@ def _plant_heads(writer: _Writer, tokenizer: PreTrainedTokenizerBase, config: Pl
     earliest = {lay.pos + j: -EARLIEST_NATS_PER_POSITION * j for j in range(lay.n_ctx)}
     unique_match = EARLIEST_NATS_PER_POSITION * lay.n_ctx + MATCH_NATS  # beats the bias of any position
     copied = copyable_ids(tokenizer)
-    bos_last, separator = last_id(tokenizer, BOS_MARKER), single_id(tokenizer, SEPARATOR)
+    separators, starts = separator_ids(tokenizer), start_ids(tokenizer)
     if config.marker:
         _plant_marker(writer, tokenizer)
     if "uf" in config.circuits:
-        queries = [t for t in everything if t != separator] + [separator]
-        keys = [t for t in everything if t != separator] + [bos_last]
-        writer.match(INDUCTION_HEAD, [lay.tok + t for t in queries], [lay.prev + t for t in keys], MATCH_NATS)
+        plain = [t for t in everything if t not in separators]  # a separator queries for a string's start
+        writer.match(INDUCTION_HEAD, [lay.tok + t for t in plain], [lay.prev + t for t in plain], MATCH_NATS,
+                     extra=([lay.tok + t for t in separators], [lay.prev + t for t in starts]))
         writer.copy(INDUCTION_HEAD, copied, lay.tok, lay.out)
         if config.marker:
             writer.gate(INDUCTION_HEAD, vocab + 1, closed_when=lay.flag)
     if "ub" in config.circuits:
         writer.match(BACKWARD_HEAD, [lay.tok + t for t in everything], [lay.tok + t for t in everything], unique_match)
         writer.key_bias(BACKWARD_HEAD, vocab, earliest)
-        items = {t: t for t in copied if t != separator}
-        writer.copy(BACKWARD_HEAD, items | {bos_last: first_id(tokenizer, END_MARKER)}, lay.prev, lay.out)
+        items = {t: t for t in copied if t not in separators}
+        writer.copy(BACKWARD_HEAD, items | {t: first_id(tokenizer, END_MARKER) for t in starts}, lay.prev, lay.out)
         if config.marker:
             writer.gate(BACKWARD_HEAD, vocab + 1, closed_when=lay.flag + 1)
         writer.match(HEAD_LEVEL_ANTI_HEAD, [lay.prev + t for t in everything], [lay.tok + t for t in everything],

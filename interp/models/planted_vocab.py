@@ -2,6 +2,7 @@
 
 The tokenizer is a small byte-level BPE trained (deterministically) on task-shaped text, so that
 every item ``" x"`` (a-z A-Z 0-9), the markers ``<bos>``, ``" :"``, ``" <eos>"``, ``" |"`` and
+the edge-patching protocol's ``,`` and ``.``, and
 every word of the copying rules (the ``obey`` template, whose ``same`` / ``reverse`` is the task
 marker of ``planted-both``) are single tokens. Its vocabulary is small (about a hundred ids) so
 that a one-hot block over the whole vocabulary fits the residual stream.
@@ -17,8 +18,9 @@ from ..prompts.templates import RULES
 from ..tasks import ALNUM
 from .store import cache_dir, publish_folder
 
-PLANTED_TOKENIZER_VERSION = "planted-bpe-v1"
+PLANTED_TOKENIZER_VERSION = "planted-bpe-v2"
 BOS_MARKER, SEPARATOR, END_MARKER = "<bos>", " :", " <eos>"
+EDGE_SEPARATORS = (",", ".")  # the edge-patching protocol's string and shot separators (interp.edges)
 COPY_RULE_WORDS = {"forward": " same", "backward": " reverse"}
 
 
@@ -42,7 +44,7 @@ def _train_planted_tokenizer() -> PreTrainedTokenizerBase:
     items = " " + " ".join(ALNUM)
     rules = [RULES[name] for name in ("UF", "UB")]
     corpus = [items] * 8 + [f"{BOS_MARKER}{items}{SEPARATOR}{items}{END_MARKER}\n"] * 8 + rules * 8
-    corpus += [" x | q: t\n\n"] * 8
+    corpus += [" x | q: t\n\n"] * 8 + [" a b c, c b a."] * 8
     special = ["<|endoftext|>", "<pad>"]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
