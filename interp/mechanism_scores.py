@@ -51,36 +51,39 @@ def reversed_random_tokens(pool: Int[Tensor, " pool"], n_sequences: int = 100, h
     return torch.cat([tokens[:, :half_length], tokens[:, :half_length].flip(1)], dim=1)
 
 
-def reversed_scores(pattern: Float[Tensor, "batch head_index query_pos key_pos"],
-                    half_length: int) -> dict[str, Float[Tensor, " head_index"]]:
+def reversed_scores(pattern: Float[Tensor, "batch head_index query_pos key_pos"], half_length: int,
+                    bos: int = 0) -> dict[str, Float[Tensor, " head_index"]]:
     """Attention after / at / before the earlier occurrence ``j = 2n - 1 - p`` on a reversed probe,
     over ``p`` in ``[n + 1, 2n - 2]`` (so ``j - 1`` and ``j + 1`` are in the first half and
-    ``j`` is never ``p - 1``)."""
+    ``j`` is never ``p - 1``); ``bos`` = 1 when the probe starts with BOS."""
     n = half_length
     queries = torch.arange(n + 1, 2 * n - 1, device=pattern.device)
-    earlier = 2 * n - 1 - queries
-    at = {name: pattern[:, :, queries, earlier + shift].float().mean(dim=(0, -1))
-          for name, shift in (("reversed_induction", 1), ("reversed_duplicate", 0), ("reversed_anti_induction", -1))}
-    return at
+    earlier = 2 * n - 1 - queries + bos
+    queries = queries + bos
+    return {name: pattern[:, :, queries, earlier + shift].float().mean(dim=(0, -1))
+            for name, shift in (("reversed_induction", 1), ("reversed_duplicate", 0), ("reversed_anti_induction", -1))}
 
 
 def probe_scores(model, half_length: int = 50, n_sequences: int = 100, seed: int = 0, batch_size: int = 20,
-                 progress: bool = True) -> dict[str, Float[Tensor, "layer head_index"]]:
+                 prepend_bos: bool = False, progress: bool = True) -> dict[str, Float[Tensor, "layer head_index"]]:
     """``duplicate_token`` on the paper's probe and the three ``reversed_*`` scores."""
     pool = token_pool(model.tokenizer)
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
     totals = {name: torch.zeros(n_layers, n_heads) for name in MECHANISM_SCORES[:4]}
     probes = {"repeated": repeated_random_tokens(pool, n_sequences, half_length, seed),
               "reversed": reversed_random_tokens(pool, n_sequences, half_length, seed)}
-    n = half_length
+    n, bos = half_length, int(prepend_bos)
+    if prepend_bos:
+        probes = {kind: torch.cat([torch.full((n_sequences, 1), model.tokenizer.bos_token_id), tokens], dim=1)
+                  for kind, tokens in probes.items()}
     for kind, tokens in probes.items():
         for chunk in tqdm(list(batched(tokens, batch_size)), desc=f"{kind} probe", disable=not progress, leave=False):
 
             def add(layer: int, pattern, size=len(chunk), kind=kind) -> None:
                 if kind == "repeated":
-                    totals["duplicate_token"][layer] += offset_attention(pattern, n, n + 1, 2 * n).cpu() * size
+                    totals["duplicate_token"][layer] += offset_attention(pattern, n, bos + n + 1, bos + 2 * n).cpu() * size
                 else:
-                    for name, value in reversed_scores(pattern, n).items():
+                    for name, value in reversed_scores(pattern, n, bos).items():
                         totals[name][layer] += value.cpu() * size
 
             patterns_of_every_layer(model, chunk, add)
@@ -133,7 +136,7 @@ def previous_token_heads(previous_token: Float[Tensor, "layer head_index"],
 
 
 def mechanism_scores(model, paper: HeadScores, half_length: int = 50, n_sequences: int = 100, seed: int = 0,
-                     progress: bool = True) -> HeadScores:
+                     prepend_bos: bool = False, progress: bool = True) -> HeadScores:
     """``paper`` (the paper's three scores, :func:`interp.scoring.score_heads`) with every score of
     :data:`MECHANISM_SCORES` added.
 
@@ -141,7 +144,7 @@ def mechanism_scores(model, paper: HeadScores, half_length: int = 50, n_sequence
     >>> scores.top_heads("duplicate_v_composition", 1)                    # doctest: +SKIP
     [Head(layer=1, head=1)]
     """
-    added = probe_scores(model, half_length, n_sequences, seed, progress=progress)
+    added = probe_scores(model, half_length, n_sequences, seed, prepend_bos=prepend_bos, progress=progress)
     writers = previous_token_heads(paper["previous_token"])
     added |= composition_scores(model, writers)
     v_comp = added["v_composition"]
@@ -160,4 +163,4 @@ def all_head_scores(model, half_length: int = 50, n_sequences: int = 100, seed: 
     """
     paper = score_heads(model, half_length=half_length, n_sequences=n_sequences, seed=seed, prepend_bos=prepend_bos,
                         progress=progress)
-    return mechanism_scores(model, paper, half_length, n_sequences, seed, progress)
+    return mechanism_scores(model, paper, half_length, n_sequences, seed, prepend_bos, progress)

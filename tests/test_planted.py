@@ -155,17 +155,18 @@ def test_edge_patching_separates_the_circuits(models):
 # --------------------------------------------------------------------------- attention views
 
 
-def test_attention_views_render_the_planted_heads(models, tmp_path):
+def test_attention_views_render_the_planted_heads(models, ub_scores, tmp_path):
     view = attention_view(models["planted-ub"], "UB", [BACKWARD_HEAD, HEAD_LEVEL_ANTI_HEAD], length=8,
-                          prompt_config=ZERO_SHOT)
+                          prompt_config=ZERO_SHOT, scores=ub_scores)
     by_head = {row["head"]: row for row in view.source_attention()}
     # 1.1 attends to the earlier occurrence of each output item, one after the source it copies
     steps = list(zip(view.layout.predicting_positions, view.layout.source_positions))
     pattern = view.patterns[0]
     assert all(pattern[p, s + 1] > 0.99 for p, s in steps[1:])
     assert by_head["1.2"]["mean_to_source"] < 0.5
-    path = save_attention_view(view, tmp_path / "ub.html")
-    assert "1.1" in path.read_text() and path.stat().st_size > 1000
+    assert view.head_scores["1.1"]["duplicate_v_composition"] > 0.9 and view.head_scores["1.2"]["anti_induction"] > 0.99
+    page = save_attention_view(view, tmp_path / "ub.html").read_text()
+    assert 'class="scores"' in page and "duplicate_v_composition" in page and 'data-heads="1.1;1.2"' in page
 
 
 # --------------------------------------------------------------------------- names and the noise knob
