@@ -83,10 +83,11 @@ MATCH_NATS, EARLIEST_NATS_PER_POSITION, GATE_NATS, LOGIT_NATS = 20.0, 5.0, 3000.
 class PlantedConfig:
     """Which circuits a planted model carries and how strongly.
 
-    ``strength`` in [0, 1]: every weight tensor is ``strength * planted + (1 - strength) *
-    random``, the random tensor seeded by ``seed`` and scaled to the planted tensor's norm (so
-    0.5 mixes equal norms; 0 is pure noise). Embeddings, attention and the unembedding are mixed;
-    MLPs stay zero and LayerNorm gains one."""
+    ``strength`` in [0, 1]: every weight is ``strength * planted + (1 - strength) * random``,
+    the random part seeded by ``seed`` and scaled to the planted part's norm, per head for
+    attention (``W_Q``, ``W_K``, ``W_V``, ``W_O``, ``b_Q`` of each head; empty heads get the mean
+    norm of their layer's planted heads) and per tensor for the embeddings and the unembedding.
+    So 0.5 mixes equal norms and 0 is pure noise. MLPs stay zero and LayerNorm gains one."""
 
     circuits: tuple[str, ...] = ("uf",)
     strength: float = 1.0
@@ -270,6 +271,7 @@ def planted_state(config: PlantedConfig, tokenizer: PreTrainedTokenizerBase) -> 
     blocks = 3 + (1 if config.marker else 0)  # tok, pos, prev (and flag) enter layer 1
     writer = _Writer(layout, n_heads, (math.sqrt(d / 2), math.sqrt(d / blocks)))
     _plant_heads(writer, tokenizer, config)
+    mix_heads(writer, config.strength, config.seed)
     hf_config = GPT2Config(vocab_size=len(tokenizer), n_embd=d, n_layer=N_LAYERS, n_head=n_heads, n_positions=N_CTX,
                            n_inner=4 * d, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                            pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False, attn_pdrop=0.0,
@@ -292,7 +294,8 @@ def planted_state(config: PlantedConfig, tokenizer: PreTrainedTokenizerBase) -> 
     for current, following in zip(marker, marker[1:]):
         unembed[following, layout.tok + current] = 2 * LOGIT_NATS / final_scale  # outvotes a copying head
     state["lm_head.weight"] = unembed
-    return hf_config, mix_with_noise(state, config.strength, config.seed)
+    embeddings = {k: v for k, v in state.items() if ".h." not in k}  # the heads are mixed already
+    return hf_config, state | mix_with_noise(embeddings, config.strength, config.seed)
 
 
 def einops_heads(per_head: torch.Tensor) -> torch.Tensor:
@@ -303,17 +306,35 @@ def einops_heads(per_head: torch.Tensor) -> torch.Tensor:
 
 
 def mix_with_noise(state: dict[str, torch.Tensor], strength: float, seed: int) -> dict[str, torch.Tensor]:
-    """``strength * planted + (1 - strength) * random``, each random tensor seeded and scaled to
-    its planted tensor's norm."""
+    """``strength * planted + (1 - strength) * random`` for every tensor of ``state``, each random
+    tensor seeded and scaled to its planted tensor's norm."""
     if strength == 1.0:
         return state
     generator = torch.Generator().manual_seed(seed)
-    mixed = {}
-    for name, planted in state.items():
-        noise = torch.randn(planted.shape, generator=generator)
-        noise = noise * planted.norm() / noise.norm().clamp_min(1e-12)
-        mixed[name] = strength * planted + (1.0 - strength) * noise
-    return mixed
+    return {name: _mixed(planted, planted.norm(), strength, generator) for name, planted in state.items()}
+
+
+def mix_heads(writer: _Writer, strength: float, seed: int) -> None:
+    """Mix each head's ``W_Q``, ``W_K``, ``W_V``, ``W_O`` and ``b_Q`` with seeded noise of that
+    head's own norm (so every planted head keeps the same signal-to-noise ratio, whatever its
+    margins); a head with nothing planted gets noise of the mean norm of the planted heads of its
+    layer, so the empty heads become random heads."""
+    if strength == 1.0:
+        return
+    generator = torch.Generator().manual_seed(seed + 1)
+    for name in ("q", "k", "v", "o", "b_q"):
+        weights = getattr(writer, name)
+        for layer in range(weights.shape[0]):
+            norms = torch.stack([weights[layer, head].norm() for head in range(weights.shape[1])])
+            typical = norms[norms > 0].mean() if bool((norms > 0).any()) else torch.tensor(0.0)
+            for head in range(weights.shape[1]):
+                target = norms[head] if norms[head] > 0 else typical
+                weights[layer, head] = _mixed(weights[layer, head], target, strength, generator)
+
+
+def _mixed(planted: torch.Tensor, noise_norm: torch.Tensor, strength: float, generator: torch.Generator) -> torch.Tensor:
+    noise = torch.randn(planted.shape, generator=generator)
+    return strength * planted + (1.0 - strength) * noise * noise_norm / noise.norm().clamp_min(1e-12)
 
 
 def planted_hf_model(name: str, seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
