@@ -187,3 +187,69 @@ def test_noise_weakens_the_plant_until_it_is_gone():
     assert not torch.equal(clean.W_Q, weak.W_Q)
     assert torch.equal(load_model("planted-ub@0.5", device="cpu").W_Q, weak.W_Q)  # seeded
     assert accuracy(noise, "UB", ZERO_SHOT) <= 0.05
+
+
+# --------------------------------------------------------------------------- composition arithmetic and scripts
+
+
+def test_composition_scores_match_the_explicit_products(tiny_gpt2):
+    from interp.bridge import head_weights
+    from interp.mechanism_scores import composition_scores
+
+    w = head_weights(tiny_gpt2)
+    writer = Head(0, 1)
+    scores = composition_scores(tiny_gpt2, [writer])
+    ov = w["W_V"][writer] @ w["W_O"][writer]
+    for head in range(tiny_gpt2.cfg.n_heads):
+        qk_t = w["W_K"][1, head] @ w["W_Q"][1, head].T
+        reader_ov = w["W_V"][1, head] @ w["W_O"][1, head]
+        expected_k = (ov @ qk_t).norm() / (ov.norm() * qk_t.norm())
+        expected_v = (ov @ reader_ov).norm() / (ov.norm() * reader_ov.norm())
+        assert torch.allclose(scores["k_composition"][1, head], expected_k, rtol=1e-4)
+        assert torch.allclose(scores["v_composition"][1, head], expected_v, rtol=1e-4)
+    assert torch.equal(scores["v_composition"][0], torch.zeros(tiny_gpt2.cfg.n_heads))  # nothing writes below layer 0
+
+
+def test_head_weights_repeat_shared_key_value_heads():
+    from interp.bridge import head_weights
+    from interp.models import TinyModelConfig, bridge_from_hf, tiny_hf_model
+
+    model, tokenizer = tiny_hf_model("tiny-llama", TinyModelConfig(positional="rope", n_heads=4, n_key_value_heads=2))
+    bridge = bridge_from_hf(model, tokenizer, "tiny-llama", torch.device("cpu"))
+    weights = head_weights(bridge)
+    assert all(weights[name].shape[1] == 4 for name in ("W_Q", "W_K", "W_V", "W_O"))
+    assert torch.equal(weights["W_K"][:, 0], weights["W_K"][:, 1])  # query heads 0 and 1 share key head 0
+
+
+def test_ablate_heads_picks_ub_candidates_by_a_mechanism_score(tmp_path):
+    import sys
+    from pathlib import Path
+
+    from interp.results import read_csv
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyses"))
+    import ablate_heads
+
+    common = ["--model", "planted-ub", "--shots", "0", "--k", "1", "--n", "10", "--tasks", "UB", "--kinds", "zero",
+              "--random-seeds", "0", "--score-sequences", "5", "--out", str(tmp_path), "--quiet"]
+    assert ablate_heads.main(common) == 0
+    assert ablate_heads.main([*common, "--anti-heads-by", "duplicate_v_composition"]) == 0
+    paper = {r["condition"]: r for r in read_csv(tmp_path / "ablation_planted-ub.csv")}
+    chosen = {r["condition"]: r for r in read_csv(tmp_path / "ablation_planted-ub_anti-by-duplicate_v_composition.csv")}
+    assert str(paper["anti_induction"]["heads"]) == "1.2" and paper["anti_induction"]["accuracy"] >= 0.95  # fooled
+    assert str(chosen["anti_induction"]["heads"]) == "1.1" and chosen["anti_induction"]["accuracy"] <= 0.05
+    assert chosen["anti_induction"]["selected_by"] == "duplicate_v_composition"
+
+
+def test_sensitivity_instruments_find_the_full_strength_plant():
+    from interp.experiments.planted_sensitivity import SensitivityConfig, found_summary, sensitivity_study, weakest_found
+
+    config = SensitivityConfig(strengths=(1.0, 0.0), seeds=(0,), circuits=("UB",), n_examples=10, n_sequences=5, edge_n=5)
+    rows = sensitivity_study(config, progress=False)
+    at_full = {r["instrument"]: r for r in rows if r["strength"] == 1.0}
+    for name in ("score:anti_induction", "score:duplicate_v_composition", "ablation:zero", "ablation:mean", "sweep", "edges"):
+        assert at_full[name]["found"], name
+    at_zero = {r["instrument"]: r for r in rows if r["strength"] == 0.0}
+    assert not at_zero["ablation:zero"]["found"] and at_zero["ablation:zero"]["clean_accuracy"] <= 0.05
+    down_to = {r["instrument"]: r["found_down_to"] for r in weakest_found(found_summary(rows))}
+    assert down_to["sweep"] == 1.0
