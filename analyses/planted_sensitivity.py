@@ -15,12 +15,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from interp.cli import Parser, add_output_args, int_list, positive_int, run, writable_dir
+from interp.cli import Parser, add_output_args, fail, int_list, positive_int, run, writable_dir
 from interp.experiments.planted_sensitivity import (CIRCUITS, SensitivityConfig, found_summary, sensitivity_study,
                                                     weakest_found)
 from interp.figures import BrowserNotFoundError, save_figure
 from interp.figures.planted import planted_sensitivity_figure
-from interp.results import to_markdown, write_table
+from interp.results import read_csv, to_markdown, write_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,7 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--circuits", choices=[*CIRCUITS, "all"], default="all", help="UF, UB or all (default)")
     parser.add_argument("--n", type=positive_int, default=SensitivityConfig.n_examples, help="task prompts per cell")
     parser.add_argument("--formats", default="html,png", help="figure formats (default: html,png)")
+    parser.add_argument("--redraw", action="store_true",
+                        help="only redraw the figure from <out>/planted_sensitivity_summary.csv (no model run)")
     args = parser.parse_args(argv)
+    if args.redraw:
+        summary_file = args.out / "planted_sensitivity_summary.csv"
+        if not summary_file.exists():
+            fail(parser, "--redraw", f"{summary_file} does not exist; run without --redraw first")
+        _save(planted_sensitivity_figure(read_csv(summary_file)), args)
+        return 0
     circuits = tuple(CIRCUITS) if args.circuits == "all" else (args.circuits,)
     config = SensitivityConfig(strengths=tuple(sorted(set(args.strengths), reverse=True)), seeds=tuple(args.seeds),
                                circuits=circuits, n_examples=args.n)
@@ -54,16 +62,20 @@ def main(argv: list[str] | None = None) -> int:
     write_table(rows, args.out / "planted_sensitivity", metadata=meta)
     summary = found_summary(rows)
     write_table(summary, args.out / "planted_sensitivity_summary", metadata=meta)
-    figure, formats = planted_sensitivity_figure(summary), [f for f in args.formats.split(",") if f]
+    _save(planted_sensitivity_figure(summary), args)
+    print(to_markdown(weakest_found(summary)))
+    print(f"wrote {args.out / 'planted_sensitivity'}.*, {args.out / 'planted_sensitivity_summary'}.* and "
+          f"{args.figures / 'planted_sensitivity'}.*")
+    return 0
+
+
+def _save(figure, args: argparse.Namespace) -> None:
+    formats = [f for f in args.formats.split(",") if f]
     try:
         save_figure(figure, args.figures / "planted_sensitivity", formats=formats)
     except BrowserNotFoundError as err:  # the table is the result; static images need a browser
         save_figure(figure, args.figures / "planted_sensitivity", formats=["html"])
         print(f"wrote HTML only: {err}")
-    print(to_markdown(weakest_found(summary)))
-    print(f"wrote {args.out / 'planted_sensitivity'}.*, {args.out / 'planted_sensitivity_summary'}.* and "
-          f"{args.figures / 'planted_sensitivity'}.*")
-    return 0
 
 
 if __name__ == "__main__":
