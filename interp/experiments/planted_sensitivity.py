@@ -152,8 +152,7 @@ def instrument_rows(model, circuit: PlantedCircuit, config: SensitivityConfig) -
     return [r | {"clean_accuracy": clean} for r in rows]
 
 
-def sensitivity_study(config: SensitivityConfig = SensitivityConfig(), progress: bool = True,
-                      load: Callable[[str], object] | None = None) -> list[dict]:
+def sensitivity_study(config: SensitivityConfig = SensitivityConfig(), progress: bool = True) -> list[dict]:
     """Rows for every circuit, strength and noise seed (see the module docstring).
 
     >>> rows = sensitivity_study(SensitivityConfig(strengths=(1.0, 0.5), seeds=(0,)))  # doctest: +SKIP
@@ -161,7 +160,7 @@ def sensitivity_study(config: SensitivityConfig = SensitivityConfig(), progress:
     from ..models.loading import bridge_from_hf
     from ..models.planted import planted_hf_model
 
-    def planted(name: str, seed: int):
+    def planted(name: str, seed: int):  # load_model has no noise seed: build the bridge here
         model, tokenizer = planted_hf_model(name, seed=seed)
         return bridge_from_hf(model, tokenizer, name, torch.device("cpu"))
 
@@ -170,7 +169,7 @@ def sensitivity_study(config: SensitivityConfig = SensitivityConfig(), progress:
     for circuit_name, strength, seed in tqdm(cells, desc="planted sensitivity", disable=not progress):
         circuit = CIRCUITS[circuit_name]
         name = f"{circuit.model}@{strength}"
-        model = load(name) if load is not None else planted(name, seed)
+        model = planted(name, seed)
         meta = {"circuit": circuit_name, "model": circuit.model, "strength": strength, "seed": seed}
         rows += [meta | r for r in instrument_rows(model, circuit, config)]
     return rows
