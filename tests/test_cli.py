@@ -72,7 +72,7 @@ def test_what_only_the_model_can_tell_is_refused_before_scoring(script, argv, fr
     def no_scoring(*args, **kwargs):
         raise AssertionError("scoring started before the arguments were checked")
 
-    monkeypatch.setattr(study, "score_heads", no_scoring)
+    monkeypatch.setattr(study, "all_head_scores", no_scoring)
     module = __import__(script)
     argv = [*TINY, "--out", str(tmp_path), *argv]
     if script == "ablate_heads" and "--adapter" in argv:  # the library's error becomes the script's one line

@@ -23,7 +23,7 @@ from interp.models import bridge_from_hf, load_hf_model, processed_weights_file,
 from interp.models.converted import ensure_converted
 from interp.models.store import STALE_AFTER_S, CachePathError, publish_folder
 from interp.training import CHECKPOINT_NAME, CheckpointUnreadable, TrainConfig, train
-from interp.training.checkpoint import LEGACY_CHECKPOINT_NAME, read_checkpoint, save_checkpoint
+from interp.training.checkpoint import LEGACY_CHECKPOINT_NAME, read_checkpoint
 from interp.training.loop import TrainingDiverged
 from interp.training.tensor_tree import pack, same_tree, unpack
 

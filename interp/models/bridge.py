@@ -342,3 +342,21 @@ def run_until(model: TransformerBridge, tokens: Int[Tensor, "batch pos"], last_h
         except _Stop:
             return
     raise RuntimeError(f"hook {last_hook!r} never fired: the forward pass ran to the end")
+
+
+# --------------------------------------------------------------------------- weights per query head
+
+
+def head_weights(model: TransformerBridge) -> dict[str, Float[Tensor, "layer head_index ..."]]:
+    """``W_Q``, ``W_K``, ``W_V`` ``[layer, head, d_model, d_head]`` and ``W_O`` ``[layer, head,
+    d_head, d_model]`` of the processed weights, one entry per *query* head: under grouped-query
+    attention each key/value head is repeated for the query heads that share it."""
+    n_heads = model.cfg.n_heads
+    weights = {name: getattr(model, name).detach() for name in ("W_Q", "W_K", "W_V", "W_O")}
+    for name in ("W_K", "W_V"):
+        shared = weights[name].shape[1]
+        if shared != n_heads:
+            if n_heads % shared:
+                raise ValueError(f"{name} has {shared} heads, which do not divide the {n_heads} query heads")
+            weights[name] = weights[name].repeat_interleave(n_heads // shared, dim=1)
+    return weights
