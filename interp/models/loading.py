@@ -20,11 +20,12 @@ from .paper import installed_folder, paper_model_folder
 from .processed import install_or_process
 from .store import CacheDamaged
 from .tiny import tiny_hf_model
+from .trained import TRAINED_MODELS, TRAINED_REPOS, trained_folder
 
 
 def available_models() -> list[str]:
     paper = [PAPER_MODEL] if installed_folder() is not None else []
-    return [EMBEDDED_MODEL, *TINY_MODELS, *paper, *cached_hub_models()]
+    return [EMBEDDED_MODEL, *TINY_MODELS, *paper, *TRAINED_MODELS, *cached_hub_models()]
 
 
 def own_model(name: str):
@@ -48,6 +49,8 @@ def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32,
     if name in TINY_MODELS:
         model, tokenizer = tiny_hf_model(name)
         return model.to(dtype), tokenizer
+    if name in TRAINED_MODELS:
+        return _from_folder(trained_folder(name), dtype, device_map)
     checkpoint = local_checkpoint(name)
     if checkpoint is None:
         raise ModelNotFoundError(
@@ -99,7 +102,7 @@ def _prepared_bridge(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     base = name.partition("+")[0]  # an adapter's suffix is not part of the repository's name
-    return tl.boot(model, tokenizer, name, torch.device(device), repo=HUB_REPOS.get(base))
+    return tl.boot(model, tokenizer, name, torch.device(device), repo=HUB_REPOS.get(base) or TRAINED_REPOS.get(base))
 
 
 def _finished(bridge, tokenizer: PreTrainedTokenizerBase):

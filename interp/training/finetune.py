@@ -15,6 +15,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from ..adapters import add_lora, save_adapter
 from ..models import (EMBEDDED_MODEL, TINY_MODELS, canonical_name, load_hf_model, local_checkpoint, resolve_device,
                       resolve_dtype)
+from ..models.store import publish_folder
 from ..naming import model_label
 from ..results import atomic_write_text, write_table
 from .config import TrainConfig
@@ -106,10 +107,14 @@ def finetune(model_name: str, config: TrainConfig, *, run_dir: str | os.PathLike
         adapter_path = save_adapter(model, adapter_out, info=info, base_model=label)
         write_adapter_readme(adapter_path, info)
     if save_model:
-        model_dir = run_dir / "model"
         to_save = model.merge_and_unload() if config.lora is not None else model
-        to_save.save_pretrained(model_dir)
-        tokenizer.save_pretrained(model_dir)
+
+        def write(folder: Path) -> None:
+            to_save.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
+
+        # published in one rename: a run killed while saving leaves no half-written model behind
+        model_dir = publish_folder(run_dir / "model", write)
     return FinetuneResult(result, table, adapter_path, model_dir, memory, info)
 
 
