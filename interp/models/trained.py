@@ -37,11 +37,11 @@ class TrainedModel:
     task: str
     origin: Origin
 
-    def folder(self, checkpoints: Path = CHECKPOINTS_DIR) -> Path:
+    def folder(self, checkpoints: Path | None = None) -> Path:
         """Where the Hugging Face folder (config, weights, tokenizer) is, built or not."""
         if self.origin == "finetuned":
             return cache_dir() / "trained" / self.name / "model"
-        return checkpoints / self.name
+        return (checkpoints or CHECKPOINTS_DIR) / self.name
 
     def run_dir(self) -> Path:
         """Training checkpoints (resumable) of a fine-tuned model."""
@@ -65,7 +65,7 @@ def is_built(folder: Path) -> bool:
     return (folder / "config.json").exists() and any(folder.glob("*.safetensors"))
 
 
-def trained_folder(name: str, checkpoints: Path = CHECKPOINTS_DIR) -> Path:
+def trained_folder(name: str, checkpoints: Path | None = None) -> Path:
     """The folder of a trained model, or one error naming the make target that builds it.
 
     >>> trained_folder("scratch-uf").name
@@ -91,7 +91,7 @@ def finetune_config(task: str):
                        eval_every=50, eval_examples=50, checkpoint_every=50, stop_at_accuracy=0.98)
 
 
-def build(name: str, results_dir: Path = Path("results"), checkpoints: Path = CHECKPOINTS_DIR,
+def build(name: str, results_dir: Path = Path("results"), checkpoints: Path | None = None,
           progress: bool = True) -> Path:
     """Train ``name`` when it is not built yet (a killed run resumes); returns its folder.
 
