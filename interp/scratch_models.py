@@ -18,6 +18,17 @@ from .scratch import PRESETS, FittedModel, ScratchConfig, fit, score_bins
 POSITIONAL = "absolute"  # GPT-2 style with the paper's random position offset
 
 
+def with_bos(tokenizer):
+    """The tokenizer made to start every text with BOS, as the model was trained: analyses then
+    prompt it with BOS first (they follow what the model's own tokenizer does)."""
+    from tokenizers.processors import TemplateProcessing
+
+    bos = tokenizer.bos_token
+    tokenizer.backend_tokenizer.post_processor = TemplateProcessing(
+        single=f"{bos} $A", pair=f"{bos} $A $B", special_tokens=[(bos, tokenizer.bos_token_id)])
+    return tokenizer
+
+
 def save_fitted(fitted: FittedModel, folder: Path, info: dict) -> Path:
     """Weights (safetensors), config, tokenizer and a README in ``folder``, renamed into place whole."""
     folder = Path(folder)
@@ -25,7 +36,7 @@ def save_fitted(fitted: FittedModel, folder: Path, info: dict) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
         fitted.model.save_pretrained(staging)
-        fitted.tokenizer.save_pretrained(staging)
+        with_bos(fitted.tokenizer).save_pretrained(staging)
         (staging / "training_info.json").write_text(json.dumps(info, indent=1, default=str) + "\n")
         (staging / "README.md").write_text(readme(folder.name, info))
         os.chmod(staging, 0o755)

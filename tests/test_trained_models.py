@@ -102,3 +102,18 @@ def test_patch_edges_script_refuses_shots_with_single_shot(capsys, tmp_path):
         script.main(["--format", "single-shot", "--shots", "3", "--out", str(tmp_path)])
     assert exit_info.value.code == 2
     assert "--shots" in capsys.readouterr().err
+
+
+def test_saved_scratch_tokenizer_starts_with_bos_as_in_training(tmp_path):
+    from transformers import AutoTokenizer
+
+    from interp.models import tokenizer_adds_bos
+    from interp.scratch import scratch_items, scratch_tokenizer
+    from interp.scratch_models import with_bos
+
+    tok = scratch_tokenizer(scratch_items(62))
+    assert not tokenizer_adds_bos(tok)  # training adds BOS itself (prepend_bos=True)
+    with_bos(tok).save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert tokenizer_adds_bos(loaded)
+    assert loaded.encode(" a b", add_special_tokens=False) == tok.encode(" a b", add_special_tokens=False)
