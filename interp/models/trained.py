@@ -116,3 +116,32 @@ def build(name: str, results_dir: Path = Path("results"), checkpoints: Path | No
 
     train_scratch_model(model.task, folder, results_dir=results_dir, progress=progress)
     return trained_folder(name, checkpoints)
+
+
+def export_step(name: str, folder: Path) -> Path:
+    """The weights of a fine-tuned model's latest training checkpoint as a loadable folder (any
+    analysis takes it as ``--model FOLDER``), for looking at a run before it has finished.
+
+    >>> export_step("smollm2-135m-ft-ub", Path("/tmp/ft-ub-step100"))  # doctest: +SKIP
+    """
+    import torch
+
+    from ..training.checkpoint import CHECKPOINT_NAME, read_checkpoint
+    from .embedded import load_embedded_hf
+    from .store import publish_folder
+
+    model = TRAINED_MODELS[name]
+    if model.origin != "finetuned":
+        raise ValueError(f"{name!r} is not a fine-tuned model; only those have training checkpoints to export")
+    payload = read_checkpoint(model.run_dir() / CHECKPOINT_NAME)
+    hf_model, tokenizer = load_embedded_hf(torch.float32)
+    missing, unexpected = hf_model.load_state_dict(payload["model"], strict=False)
+    if unexpected or [k for k in missing if k != "lm_head.weight"]:  # the unembedding is tied to the embedding
+        raise ValueError(f"checkpoint of {name} does not match the model: missing {missing[:3]}, unexpected {unexpected[:3]}")
+
+    def write(target: Path) -> None:
+        hf_model.save_pretrained(target)
+        tokenizer.save_pretrained(target)
+        (target / "step.txt").write_text(f"{name} at training step {payload['step']}\n")
+
+    return publish_folder(Path(folder), write)
