@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 # Constraints apply to every pip call, including the isolated environment that builds the package.
 export PIP_CONSTRAINT := $(CURDIR)/$(LOCK)
 
-.PHONY: run test install figures bench clean chromium lock paper-model edges
+.PHONY: run test install figures bench clean chromium lock paper-model edges trained-models
 
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,13 @@ figures: $(STAMP) chromium
 edges: $(STAMP)
 	$(PY) analyses/patch_edges.py
 	$(PY) analyses/patch_edges.py --adapter ub
+
+# The toolkit's models that solve UF / UB (interp.models.trained): SmolLM2-135M fine-tuned in full on
+# single-shot copying (smollm2-135m-ft-uf / -ub, ~540 MB each, into $$INTERP_CACHE/trained/) and the
+# from-scratch models (scratch-uf / -ub, kept in checkpoints/). Trains only what is missing, seeded;
+# a killed run started again resumes from its last checkpoint.
+trained-models: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) analyses/train_models.py
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done

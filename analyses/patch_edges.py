@@ -6,13 +6,14 @@ by a run without previous-token edges, and score the copy (teacher forced: all-c
     python analyses/patch_edges.py --adapter ub           # the same model with the LoRA adapter trained on UB
     python analyses/patch_edges.py --sweep-n 32 --sweep-lengths 5,9   # a larger per-layer sweep
     python analyses/patch_edges.py --layers 14-20 --heads 0,3   # patch only these layers / query heads
+    python analyses/patch_edges.py --model smollm2-135m-ft-ub --format single-shot   # a model trained on UB
 
 Defaults are the protocol's except --n: the paper uses 100 prompts per cell, about 3x the default's time (beyond
 10 minutes for SmolLM2 on 2 CPU cores); pass --n 100 for the full protocol. The per-layer sweep (each layer's
 edges patched alone, all heads) runs on the first --sweep-n prompts at the longest length. Prompts start with
 BOS when the model's own tokenizer adds one (--bos overrides; the paper's code adds the tokenizer's BOS whenever
 it has one). Writes results/edge_patching_<model>.{csv,json,md} and the sweep's edge_patching_layers_<model>.*
-(the model's name carries its adapter, e.g. smollm2-135m+ub). A killed run started again with the same arguments
+(the model's name carries its adapter, e.g. smollm2-135m+ub; single-shot runs end in _single-shot). A killed run started again with the same arguments
 resumes from its finished cells. Accuracy intervals are Wilson 95%; loss is mean ± s.e.
 """
 
@@ -27,7 +28,7 @@ import torch
 
 from interp.cli import (Parser, add_model_args, add_output_args, fail, index_list, load_model_from_args, name_list,
                         non_negative_int, positive_int, positive_int_list, run)
-from interp.interventions.edges.data import TASKS, check_length
+from interp.interventions.edges.data import FORMATS, TASKS, check_length
 from interp.interventions.edges.preflight import check_request, model_shape
 from interp.models.shape import ModelShape
 from interp.experiments.edge_study import EdgeStudyConfig, claim_summary, edge_study, summary_table, sweep_summary
@@ -47,7 +48,12 @@ def build_parser() -> Parser:
     parser.add_argument("--lengths", type=positive_int_list, default=[3, 5, 7, 9], help="copy lengths, 2-26 (default: 3,5,7,9)")
     parser.add_argument("--n", type=positive_int, default=DEFAULT_N,
                         help=f"prompts per task and length (default: {DEFAULT_N}; the paper: 100)")
-    parser.add_argument("--shots", type=positive_int, default=11, help="shots per prompt, the test included (default: 11)")
+    parser.add_argument("--shots", type=positive_int, default=None,
+                        help="shots per prompt, the test included (default: 11; single-shot: 1)")
+    parser.add_argument("--format", choices=FORMATS, default="few-shot",
+                        help="few-shot (the paper's ' s , c .' shots, default) or single-shot (one '<bos> s : c' line, the "
+                             "format the toolkit's trained UF / UB models learned; the string and its copy are the two "
+                             "occurrences)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=positive_int, default=8, help="prompts per forward pass (default: 8)")
     parser.add_argument("--layers", type=index_list, default=None,
@@ -73,20 +79,23 @@ def study_config(parser: Parser, args) -> EdgeStudyConfig:
                 check_length(value)
             except ValueError as err:
                 fail(parser, name, str(err))
+    if args.format == "single-shot" and args.shots not in (None, 1):
+        fail(parser, "--shots", f"expected 1 (or none) with --format single-shot, got {args.shots}")
+    shots = args.shots or (1 if args.format == "single-shot" else 11)
     sweep_n = min(DEFAULT_SWEEP_N, args.n) if args.sweep_n is None else args.sweep_n
     if sweep_n > args.n:
         fail(parser, "--sweep-n", f"expected at most --n ({args.n}) prompts, got {sweep_n}")
     if args.sweep_lengths is not None and not set(args.sweep_lengths) <= set(args.lengths):
         fail(parser, "--sweep-lengths", f"expected a subset of --lengths {args.lengths}, got {args.sweep_lengths}")
-    return EdgeStudyConfig(tuple(args.tasks), tuple(args.lengths), args.n, args.shots, args.seed, args.batch_size,
+    return EdgeStudyConfig(tuple(args.tasks), tuple(args.lengths), args.n, shots, args.seed, args.batch_size,
                            None if args.layers is None else tuple(args.layers),
                            None if args.heads is None else tuple(args.heads), sweep_n,
-                           tuple(args.sweep_lengths or [max(args.lengths)]))
+                           tuple(args.sweep_lengths or [max(args.lengths)]), prompt_format=args.format)
 
 
 def check_shape(parser: Parser, shape: ModelShape, config: EdgeStudyConfig, bos: bool) -> None:
     try:
-        check_request(shape, config.lengths, config.n_shots, bos, config.layers, config.heads)
+        check_request(shape, config.lengths, config.n_shots, bos, config.layers, config.heads, config.prompt_format)
     except ValueError as err:
         flag, _, message = str(err).partition(": ")
         fail(parser, flag, message)
@@ -109,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     config = replace(config, prepend_bos=bos)
 
     label = model_name(model) or args.model
-    stems = {"main": args.out / f"edge_patching_{slug(label)}", "layers": args.out / f"edge_patching_layers_{slug(label)}"}
+    suffix = "_single-shot" if config.prompt_format == "single-shot" else ""
+    stems = {"main": args.out / f"edge_patching_{slug(label)}{suffix}",
+             "layers": args.out / f"edge_patching_layers_{slug(label)}{suffix}"}
     metadata = {"config": asdict(config), "model": label, "ci": "accuracy: Wilson 95%; loss: mean and standard error"}
     journal = RowJournal(stems["main"], metadata)
     main_rows, sweep_rows = edge_study(model, config, model_label=label, adapter=args.adapter, progress=not args.quiet,

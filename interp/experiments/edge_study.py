@@ -31,7 +31,7 @@ from interp.core.naming import CONDITION_LABELS
 from interp.core.tables import RowJournal
 from interp.core.stats import mean_and_sem, wilson_interval
 from interp.interventions.edges.branching import BranchedTokens, branch, logits_from_hook, run_branched
-from interp.interventions.edges.data import DEFAULT_SHOTS, TASKS, CopyingPrompts, check_length, check_task, copying_prompts
+from interp.interventions.edges.data import DEFAULT_SHOTS, TASKS, CopyingPrompts, check_format, check_length, check_task, copying_prompts
 from interp.interventions.edges.patching import (AttentionLayout, EdgePatch, Edges, attention_layout, capture_source_hooks, check_heads, check_layers,
                        cut, edge_patch_hooks)
 
@@ -58,8 +58,11 @@ class EdgeStudyConfig:
     sweep_n: int = 0  # per-layer sweep on the first sweep_n prompts of each cell (0: none)
     sweep_lengths: tuple[int, ...] | None = None  # lengths swept (None: all of `lengths`)
     prepend_bos: bool | None = None  # None: as the model's tokenizer does (cfg.default_prepend_bos)
+    prompt_format: str = "few-shot"  # or "single-shot": the zero-shot line the toolkit's UF / UB models learned
 
     def __post_init__(self) -> None:
+        if check_format(self.prompt_format) == "single-shot" and self.n_shots != 1:
+            raise ValueError(f"n_shots={self.n_shots}: a single-shot prompt has one shot")
         for task in self.tasks:
             check_task(task)
         for length in (*self.lengths, *(self.sweep_lengths or ())):
@@ -229,8 +232,8 @@ def edge_study(model, config: EdgeStudyConfig = EdgeStudyConfig(), *, model_labe
     check_heads(config.heads, layout.n_heads)
     bos = bool(getattr(model.cfg, "default_prepend_bos", False)) if config.prepend_bos is None else config.prepend_bos
     config = replace(config, layers=config_layers, prepend_bos=bos)
-    meta = {"model": model_label, "adapter": adapter or "", "shots": config.n_shots, "seed": config.seed,
-            "bos": config.prepend_bos}
+    meta = {"model": model_label, "adapter": adapter or "", "format": config.prompt_format, "shots": config.n_shots,
+            "seed": config.seed, "bos": config.prepend_bos}
     cells = [(task, length) for task in config.tasks for length in config.lengths]
     done = {(r["task"], r["length"]): r for r in (journal.done() if journal else [])}
     main_rows, sweep_rows = [], []
@@ -241,7 +244,7 @@ def edge_study(model, config: EdgeStudyConfig = EdgeStudyConfig(), *, model_labe
                 bar.update(config.n)
             else:
                 prompts = copying_prompts(model.tokenizer, task, length, config.n, n_shots=config.n_shots,
-                                          seed=config.seed, prepend_bos=config.prepend_bos)
+                                          seed=config.seed, prepend_bos=config.prepend_bos, fmt=config.prompt_format)
                 bar.set_postfix_str(f"{task} L={length}")
                 main, sweep = cell_rows(run_cell(model, layout, prompts, config, bar), config, meta)
                 if journal is not None:

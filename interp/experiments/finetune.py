@@ -17,6 +17,7 @@ from interp.models import (EMBEDDED_MODEL, TINY_MODELS, canonical_name, load_hf_
                       resolve_dtype)
 from interp.core.naming import model_label
 from interp.core.tables import atomic_write_text, write_table
+from interp.models.store import publish_folder
 from interp.training.checkpoint import check_run_dir
 from interp.training.config import TrainConfig
 from interp.training.loop import TrainResult, train
@@ -105,10 +106,14 @@ def finetune(model_name: str, config: TrainConfig, *, run_dir: str | os.PathLike
         adapter_path = save_adapter(model, adapter_out, info=info, base_model=label)
         write_adapter_readme(adapter_path, info)
     if save_model:
-        model_dir = run_dir / "model"
         to_save = model.merge_and_unload() if config.lora is not None else model
-        to_save.save_pretrained(model_dir)
-        tokenizer.save_pretrained(model_dir)
+
+        def write(folder: Path) -> None:
+            to_save.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
+
+        # published in one rename: a run killed while saving leaves no half-written model behind
+        model_dir = publish_folder(run_dir / "model", write)
     return FinetuneResult(result, table, adapter_path, model_dir, memory, info)
 
 

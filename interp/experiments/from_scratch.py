@@ -227,9 +227,25 @@ def bins_for(config: ScratchConfig) -> list[tuple[str, tuple[int, int]]]:
     return [("id", config.train_range)] + [("ood", b) for b in config.test_bins]
 
 
-def train_one(task: str, positional: Positional, config: ScratchConfig, run_dir: Path | None = None,
-              progress: bool = True, resume: bool = True) -> tuple[list[dict], TrainResult]:
-    """Train a fresh model on ``task`` and score it on every bin: rows for the table."""
+@dataclass
+class FittedModel:
+    """A model trained from scratch, with what scoring it needs and what training cost."""
+
+    model: torch.nn.Module
+    tokenizer: object
+    items: tuple[str, ...]
+    train_config: TrainConfig
+    result: TrainResult
+    seconds: float
+    cpu_seconds: float
+
+
+def fit(task: str, positional: Positional, config: ScratchConfig, run_dir: Path | None = None,
+        progress: bool = True, resume: bool = True) -> FittedModel:
+    """Train a fresh model on ``task`` (resuming from ``run_dir``'s checkpoint when there is one).
+
+    >>> fitted = fit("UF", "absolute", PRESETS["quick"], progress=False)  # doctest: +SKIP
+    """
     spec = get_task(task)
     if positional not in POSITIONALS:
         raise ValueError(f"positional={positional!r} must be one of {POSITIONALS}")
@@ -242,7 +258,21 @@ def train_one(task: str, positional: Positional, config: ScratchConfig, run_dir:
     model = new_model(positional, config, tokenizer, n_ctx, config.seed)
     started, cpu = time.time(), time.process_time()
     result = train(model, tokenizer, cfg, run_dir, vocabulary=items, resume=resume, progress=progress)
-    seconds, cpu = time.time() - started, time.process_time() - cpu
+    return FittedModel(model, tokenizer, items, cfg, result, time.time() - started, time.process_time() - cpu)
+
+
+def train_one(task: str, positional: Positional, config: ScratchConfig, run_dir: Path | None = None,
+              progress: bool = True, resume: bool = True) -> tuple[list[dict], TrainResult]:
+    """Train a fresh model on ``task`` and score it on every bin: rows for the table."""
+    fitted = fit(task, positional, config, run_dir, progress, resume)
+    return score_bins(fitted, task, positional, config), fitted.result
+
+
+def score_bins(fitted: FittedModel, task: str, positional: Positional, config: ScratchConfig) -> list[dict]:
+    """Exact match of a fitted model in every bin of ``config`` (fresh examples, not the training evaluation's)."""
+    spec, model, tokenizer, items, cfg, result = (get_task(task), fitted.model, fitted.tokenizer, fitted.items,
+                                                   fitted.train_config, fitted.result)
+    seconds, cpu = fitted.seconds, fitted.cpu_seconds
     rows = []
     for split, (lo, hi) in bins_for(config):
         lengths = usable_lengths(spec, spread(max(lo, 1), hi, config.lengths_per_bin), items)
@@ -257,7 +287,7 @@ def train_one(task: str, positional: Positional, config: ScratchConfig, run_dir:
                      "accuracy": accuracy, "n_examples": n, "expressible": spec.expressible,
                      "predicted": "generalizes" if spec.expressible else "fails OOD",
                      "steps": result.final_step, "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1)})
-    return rows, result
+    return rows
 
 
 def _train_job(job: tuple) -> list[dict]:

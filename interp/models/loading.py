@@ -22,11 +22,12 @@ from interp.models.processed import install_or_process
 from interp.models.store import CacheDamaged
 from interp.models.planted import PLANTED_MODELS, is_planted, planted_hf_model
 from interp.models.tiny import tiny_hf_model
+from interp.models.trained import TRAINED_MODELS, TRAINED_REPOS, trained_folder
 
 
 def available_models() -> list[str]:
     paper = [PAPER_MODEL] if installed_folder() is not None else []
-    return [EMBEDDED_MODEL, *TINY_MODELS, *PLANTED_MODELS, *paper, *cached_hub_models()]
+    return [EMBEDDED_MODEL, *TINY_MODELS, *PLANTED_MODELS, *paper, *TRAINED_MODELS, *cached_hub_models()]
 
 
 def own_model(name: str):
@@ -53,6 +54,8 @@ def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32,
     if is_planted(name):
         model, tokenizer = planted_hf_model(name)
         return model.to(dtype), tokenizer
+    if name in TRAINED_MODELS:
+        return _from_folder(trained_folder(name), dtype, device_map)
     checkpoint = local_checkpoint(name)
     if checkpoint is None:
         raise ModelNotFoundError(
@@ -109,7 +112,7 @@ def _prepared_bridge(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     base = name.partition("+")[0]  # an adapter's suffix is not part of the repository's name
-    return tl.boot(model, tokenizer, name, torch.device(device), repo=HUB_REPOS.get(base))
+    return tl.boot(model, tokenizer, name, torch.device(device), repo=HUB_REPOS.get(base) or TRAINED_REPOS.get(base))
 
 
 def _finished(bridge, tokenizer: PreTrainedTokenizerBase):

@@ -48,7 +48,7 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     seed: int = 0
     n_shots: int = 5  # the prompt format every analysis uses; the paper's own runs used 0
-    template: str = "bare"
+    template: str | None = "bare"  # None: the protocol's first template (as --template unset)
     prepend_bos: bool | None = None  # None: whatever the model's tokenizer does (as the bridge)
     max_position: int | None = None  # random position-id offset in [0, max_position - len]
     precision: Precision = "fp32"  # autocast dtype; weights stay in their loaded dtype

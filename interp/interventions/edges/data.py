@@ -9,6 +9,14 @@ is ``s`` (UF) or ``s`` reversed (UB); ``,`` and ``.`` are single tokens. All pro
 every position, so they batch without padding. Letters depend on (length, seed, instance) only, so UF and UB
 see the same strings, as in the paper's data (one seed for both datasets).
 
+The *single-shot* format is the zero-shot line of :mod:`interp.prompts`, the format the toolkit's fine-tuned and
+from-scratch UF / UB models were trained on (``interp.models.trained``)::
+
+    [BOS]  < bos >  s  :  c  <end>
+
+(``<bos>`` literal text, however many tokens the tokenizer makes of it; `` :`` one token; the end marker's first
+token last.) The string and its copy are then the two occurrences the edges refer to.
+
 Edges, for the copy position ``t = copy_start + k`` whose token occurred earlier at ``o(t)`` (``string_start + k``
 for UF, ``string_start + L - 1 - k`` for UB): the *induction* edge reads ``o(t) + 1`` (the token after the earlier
 occurrence), the *anti-induction* edge reads ``o(t)`` itself; the *previous-token* edges ``i - 1 -> i`` cover the
@@ -32,6 +40,8 @@ TASKS: tuple[str, ...] = ("UF", "UB")
 LETTERS: tuple[str, ...] = tuple("abcdefghijklmnopqrstuvwxyz")
 STRING_SEPARATOR, SHOT_SEPARATOR = ",", "."
 DEFAULT_SHOTS = 11
+FORMATS: tuple[str, ...] = ("few-shot", "single-shot")
+SINGLE_SHOT_OVERHEAD = 8  # tokens of a single-shot prompt besides the string and its copy (BOS, "<bos>", " :", end)
 MIN_LENGTH, MAX_LENGTH = 2, len(LETTERS)
 
 
@@ -49,8 +59,17 @@ def check_length(length: int) -> int:
     return int(length)
 
 
-def prompt_length(length: int, n_shots: int = DEFAULT_SHOTS, bos: bool = False, eos: bool = True) -> int:
-    """Tokens in one prompt: ``n_shots`` shots of ``2 L + 2`` tokens, less the last ``.``."""
+def check_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise ValueError(f"format {fmt!r} is not an edge-patching prompt format; expected one of {', '.join(FORMATS)}")
+    return fmt
+
+
+def prompt_length(length: int, n_shots: int = DEFAULT_SHOTS, bos: bool = False, eos: bool = True,
+                  fmt: str = "few-shot") -> int:
+    """Tokens in one prompt: ``n_shots`` shots of ``2 L + 2`` tokens, less the last ``.`` (single-shot: at most)."""
+    if check_format(fmt) == "single-shot":
+        return 2 * length + SINGLE_SHOT_OVERHEAD
     return int(bos) + n_shots * (2 * length + 2) - 1 + int(eos)
 
 
@@ -128,11 +147,20 @@ def draw_strings(length: int, n: int, n_shots: int, seed: int) -> list[list[tupl
 
 
 def copying_prompts(tokenizer: PreTrainedTokenizerBase, task: str, length: int, n: int, *, n_shots: int = DEFAULT_SHOTS,
-                    seed: int = 0, prepend_bos: bool = False, append_eos: bool = True) -> CopyingPrompts:
-    """The protocol's prompts as token ids (letters map to their single `` x`` tokens; checked)."""
+                    seed: int = 0, prepend_bos: bool = False, append_eos: bool = True,
+                    fmt: str = "few-shot") -> CopyingPrompts:
+    """The protocol's prompts as token ids (letters map to their single `` x`` tokens; checked).
+
+    >>> from interp.models import tiny_tokenizer
+    >>> p = copying_prompts(tiny_tokenizer(), "UB", 3, 2, fmt="single-shot")
+    >>> p.n_shots, p.copy_start - p.string_start
+    (1, 4)
+    """
     task, length = check_task(task), check_length(length)
     if n < 1:
         raise ValueError(f"n={n}: at least one prompt is needed")
+    if check_format(fmt) == "single-shot":
+        return single_shot_prompts(tokenizer, task, length, n, seed=seed, prepend_bos=prepend_bos)
     if n_shots < 1:
         raise ValueError(f"n_shots={n_shots}: at least one shot (the test) is needed")
     letter_ids = item_token_ids(tokenizer, LETTERS)
@@ -150,3 +178,28 @@ def copying_prompts(tokenizer: PreTrainedTokenizerBase, task: str, length: int, 
         tests.append("".join(shots[-1]))
     string_start = len(bos) + (n_shots - 1) * (2 * length + 2)
     return CopyingPrompts(task, length, n_shots, seed, torch.tensor(rows), string_start, tuple(tests))
+
+
+def single_shot_prompts(tokenizer: PreTrainedTokenizerBase, task: str, length: int, n: int, *, seed: int = 0,
+                        prepend_bos: bool = False) -> CopyingPrompts:
+    """One string and its copy in the zero-shot line of :mod:`interp.prompts`, encoded as
+    :func:`interp.prompts.encode_prompt` encodes it for training and evaluation, the end marker's first
+    token appended. Letters are drawn as in the few-shot format (the same strings for UF and UB)."""
+    from interp.prompts import PromptConfig, build_prompt, encode_prompt
+    from interp.data.tasks import TaskExample
+
+    letter_ids = item_token_ids(tokenizer, LETTERS)
+    rows, tests = [], []
+    for (string,) in draw_strings(length, n, 1, seed):
+        copy = string if task == "UF" else string[::-1]
+        prompt = build_prompt(TaskExample(task, string, copy), [], PromptConfig(n_shots=0))
+        encoded = encode_prompt(tokenizer, prompt, prepend_bos=prepend_bos)
+        rows.append(list(encoded.ids) + [tokenizer.encode(prompt.end_text, add_special_tokens=False)[0]])
+        tests.append("".join(string))
+        string_start = len(encoded.prompt_ids) - length - 1
+        expected = [letter_ids[c] for c in string] + rows[-1][string_start + length : string_start + length + 1] \
+            + [letter_ids[c] for c in copy]
+        if rows[-1][string_start : string_start + 2 * length + 1] != expected or len(rows[-1]) != len(rows[0]):
+            raise ValueError(f"the single-shot line {prompt.text + prompt.answer_text!r} does not encode as one token "
+                             f"per letter with one separator token between the string and its copy for this tokenizer")
+    return CopyingPrompts(task, length, 1, seed, torch.tensor(rows), string_start, tuple(tests))

@@ -33,12 +33,12 @@ def model_shape(name_or_path: str) -> ModelShape | None:
 
 
 def check_request(shape: ModelShape, lengths: Sequence[int], n_shots: int, bos: bool,
-                  layers: Sequence[int] | None, heads: Sequence[int] | None) -> None:
+                  layers: Sequence[int] | None, heads: Sequence[int] | None, fmt: str = "few-shot") -> None:
     """Raise ``ValueError`` naming the argument when the request does not fit the model."""
     check_layers(layers, shape.n_layers, "--layers")
     check_heads(heads, shape.n_heads, "--heads")
     longest = max(lengths)
-    needed = prompt_length(longest, n_shots, bos)
+    needed = prompt_length(longest, n_shots, bos, fmt=fmt)
     if needed > shape.n_ctx:
         raise ValueError(f"--lengths: a {n_shots}-shot prompt of length {longest} takes {needed} tokens, more than the "
                          f"model's context of {shape.n_ctx}")
