@@ -138,7 +138,8 @@ def attention_view(model, task: str, heads: str | Sequence[HeadLike], *, length:
 
     >>> view = attention_view(load_model("planted-ub"), "UB", "1.1,1.2", prompt_config=PromptConfig(n_shots=0))  # doctest: +SKIP
     """
-    from interp.measure.evaluate import resolve_prepend_bos, task_prompts
+    from interp.measure.encoding import resolve_prepend_bos
+    from interp.measure.evaluate import task_prompts
 
     spec = get_task(task)
     parsed = parse_heads(heads, model.cfg.n_layers, model.cfg.n_heads, name="heads")
