@@ -15,9 +15,11 @@ from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args
                         load_model_from_args, name_list, positive_int, positive_int_list, prompt_config_from_args,
                         results_suffix, run, source_from_args, task_list)
 from interp.datasets import PaperData
-from interp.experiments import (ABLATION_COLUMNS, AblationConfig, ablation_study, ablation_summary,
+from interp.experiments import (ABLATION_COLUMNS, ABLATION_ROW_SHAPE, AblationConfig, ablation_study, ablation_summary,
                                 check_ablation_inputs, study_head_scores)
-from interp.results import RowJournal, to_markdown, write_table
+from interp.journal import RowJournal
+from interp.locking import TableLock
+from interp.results import to_markdown, write_table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,32 +51,32 @@ def main(argv: list[str] | None = None) -> int:
                             kinds=tuple(args.kinds), random_seeds=tuple(args.random_seeds), seed=args.seed,
                             batch_size=args.batch_size, prompt_config=prompt_config_from_args(parser, args),
                             source=source)
-    model = load_model_from_args(args)
-    try:
-        check_ablation_inputs(model, config)
-    except ValueError as err:
-        message = str(err)
-        fail(parser, "--k" if "k=" in message else "--data" if "--data" in message else "--n" if "--n" in message
-             else "--lengths", message.removeprefix("--data: ").removeprefix("--n "))
     suffix = results_suffix(args)
-    progress = not args.quiet
-
-    scores = study_head_scores(model, args.out / f"head_scores{suffix}", config, args.score_sequences, progress,
-                               metadata={"adapter": args.adapter})
-    for name in ("induction", "anti_induction"):
-        top = scores.top_heads(name, args.k)
-        print(f"top {args.k} {name} heads: " + ", ".join(f"{h} ({float(scores[name][h]):.3f})" for h in top))
-
     stem = args.out / f"ablation{suffix}"
     run_config = {"config": config.as_dict(), "model": args.model, "adapter": args.adapter, "dtype": args.dtype,
                   "score_sequences": args.score_sequences, "scoring": "teacher-forced exact match (interp.teacher_forcing)"}
-    journal = RowJournal(stem, run_config)
-    if journal.done():
-        print(f"resuming: {len(journal.done())} finished cells in {journal.path}")
-    rows = ablation_study(model, scores, config, progress=progress, log=print, journal=journal)
-    summary = ablation_summary(rows)
-    write_table(summary, args.out / f"ablation_summary{suffix}", metadata=run_config)
-    journal.finish(rows, ABLATION_COLUMNS, metadata=run_config)
+    with TableLock(stem) as lock:  # before the model loads: a second run on this table is refused at once
+        model = load_model_from_args(args)
+        try:
+            check_ablation_inputs(model, config)
+        except ValueError as err:
+            message = str(err)
+            fail(parser, "--k" if "k=" in message else "--data" if "--data" in message else "--n" if "--n" in message
+                 else "--lengths", message.removeprefix("--data: ").removeprefix("--n "))
+        progress = not args.quiet
+        scores = study_head_scores(model, args.out / f"head_scores{suffix}", config, args.score_sequences, progress,
+                                   metadata={"adapter": args.adapter}, log=print)
+        for name in ("induction", "anti_induction"):
+            top = scores.top_heads(name, args.k)
+            print(f"top {args.k} {name} heads: " + ", ".join(f"{h} ({float(scores[name][h]):.3f})" for h in top))
+
+        journal = RowJournal(stem, run_config, ABLATION_ROW_SHAPE, lock=lock)
+        if journal.done():
+            print(f"resuming: {len(journal.done())} finished cells in {journal.path}")
+        rows = ablation_study(model, scores, config, progress=progress, log=print, journal=journal)
+        summary = ablation_summary(rows)
+        write_table(summary, args.out / f"ablation_summary{suffix}", metadata=run_config)
+        journal.finish(rows, ABLATION_COLUMNS, metadata=run_config)
     print("\naccuracy (change from baseline) [random-head spread]:\n")
     print(to_markdown(summary))
     print(f"wrote {stem}.csv/.json/.md and {args.out / f'head_scores{suffix}'}.csv")

@@ -13,9 +13,11 @@ import sys
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         load_model_from_args, positive_int, positive_int_list, prompt_config_from_args, results_suffix,
                         run, source_from_args, task_list)
-from interp.experiments import (DIRECTIONAL_COLUMNS, check_directional_inputs, directional_bias, over_templates,
-                                pair_table)
-from interp.results import RowJournal, to_markdown, write_table
+from interp.experiments import (DIRECTIONAL_COLUMNS, DIRECTIONAL_ROW_SHAPE, check_directional_inputs, directional_bias,
+                                over_templates, pair_table)
+from interp.journal import RowJournal
+from interp.locking import TableLock
+from interp.results import to_markdown, write_table
 from interp.tasks import get_task
 
 
@@ -45,26 +47,27 @@ def main(argv: list[str] | None = None) -> int:
     every_template = args.every_template or (args.protocol == "paper" and args.template is None)
     source = source_from_args(parser, args, args.tasks)
     lengths = args.lengths or [10, 20, 50, 100]
-    model = load_model_from_args(args)
-    try:
-        check_directional_inputs(model, tasks, lengths, args.n, args.seed, config, source=source,
-                                 every_template=every_template)
-    except ValueError as err:
-        fail(parser, "--n" if err.args and "--n" in str(err) else "--lengths", str(err))
     suffix = results_suffix(args)
     stem = args.out / f"directional_bias{suffix}"
     run_config = {"model": args.model, "adapter": args.adapter, "dtype": args.dtype, "tasks": args.tasks,
                   "lengths": lengths, "n": args.n, "seed": args.seed, "prompt_config": config,
                   "every_template": every_template, "source": source.describe()}
-    journal = RowJournal(stem, run_config)
-    rows = directional_bias(model, tasks, lengths, args.n, args.seed, config, batch_size=args.batch_size,
-                            progress=not args.quiet, log=print, journal=journal, source=source,
-                            every_template=every_template)
-    pairs = pair_table(rows)
-    write_table(pairs, args.out / f"directional_pairs{suffix}", metadata=journal.config)
-    if every_template:
-        write_table(over_templates(rows), args.out / f"directional_templates{suffix}", metadata=journal.config)
-    journal.finish(rows, DIRECTIONAL_COLUMNS, metadata=journal.config)
+    with TableLock(stem) as lock:  # before the model loads: a second run on this table is refused at once
+        model = load_model_from_args(args)
+        try:
+            check_directional_inputs(model, tasks, lengths, args.n, args.seed, config, source=source,
+                                     every_template=every_template)
+        except ValueError as err:
+            fail(parser, "--n" if err.args and "--n" in str(err) else "--lengths", str(err))
+        journal = RowJournal(stem, run_config, DIRECTIONAL_ROW_SHAPE, lock=lock)
+        rows = directional_bias(model, tasks, lengths, args.n, args.seed, config, batch_size=args.batch_size,
+                                progress=not args.quiet, log=print, journal=journal, source=source,
+                                every_template=every_template)
+        pairs = pair_table(rows)
+        write_table(pairs, args.out / f"directional_pairs{suffix}", metadata=journal.config)
+        if every_template:
+            write_table(over_templates(rows), args.out / f"directional_templates{suffix}", metadata=journal.config)
+        journal.finish(rows, DIRECTIONAL_COLUMNS, metadata=journal.config)
     print(to_markdown(rows, ["task", "length", "template", "n_examples", "accuracy", "stderr", "note"]))
     if every_template:
         print(to_markdown(over_templates(rows), ["task", "length", "n_templates", "accuracy", "template_sd",

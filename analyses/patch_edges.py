@@ -29,9 +29,10 @@ from interp.cli import (Parser, add_model_args, add_output_args, fail, index_lis
                         non_negative_int, positive_int, positive_int_list, run)
 from interp.edges.data import TASKS, check_length
 from interp.edges.preflight import ModelShape, check_request, model_shape
-from interp.edges.study import EdgeStudyConfig, claim_summary, edge_study, summary_table, sweep_summary
+from interp.edges.study import EDGE_ROW_SHAPE, EdgeStudyConfig, claim_summary, edge_study, summary_table, sweep_summary
+from interp.journal import RowJournal
 from interp.naming import model_name, slug
-from interp.results import RowJournal, to_markdown, write_table
+from interp.results import to_markdown, write_table
 
 DEFAULT_N = 32
 DEFAULT_SWEEP_N = 8
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     label = model_name(model) or args.model
     stems = {"main": args.out / f"edge_patching_{slug(label)}", "layers": args.out / f"edge_patching_layers_{slug(label)}"}
     metadata = {"config": asdict(config), "model": label, "ci": "accuracy: Wilson 95%; loss: mean and standard error"}
-    journal = RowJournal(stems["main"], metadata)
+    journal = RowJournal(stems["main"], metadata, EDGE_ROW_SHAPE)
     main_rows, sweep_rows = edge_study(model, config, model_label=label, adapter=args.adapter, progress=not args.quiet,
                                        journal=journal)
     written = write_table(sweep_rows, stems["layers"], metadata=metadata) if sweep_rows else []

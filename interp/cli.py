@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from .locking import TableInUseError
 from .naming import EMBEDDED_MODEL
 
 
@@ -238,17 +239,20 @@ def load_model_from_args(args: argparse.Namespace):
 
 
 def results_suffix(args: argparse.Namespace) -> str:
-    """``_<model>`` (with its adapter: ``_smollm2-135m+ub``) for the result files of a run, so runs
-    of different models never overwrite each other."""
+    """``_<model>`` (with its adapter: ``_smollm2-135m+ub``; in another dtype than float32:
+    ``_smollm2-135m_bfloat16``) for the result files of a run, so runs of different models or
+    dtypes never overwrite each other."""
     from .naming import canonical_name, model_label, with_adapter
 
-    return f"_{model_label(with_adapter(canonical_name(args.model), getattr(args, 'adapter', None)))}"
+    label = model_label(with_adapter(canonical_name(args.model), getattr(args, "adapter", None)))
+    dtype = getattr(args, "dtype", None)
+    return f"_{label}" + (f"_{dtype}" if dtype not in (None, "float32") else "")
 
 
 # --------------------------------------------------------------------------- running a script
 
 
-USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, PermissionError)
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, PermissionError, TableInUseError)
 
 
 def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> int:

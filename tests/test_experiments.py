@@ -13,7 +13,8 @@ from interp.evaluate import evaluate_prompts, resolve_prepend_bos
 from interp.experiments import (AblationConfig, ablation_prompt_sets, ablation_study, ablation_summary,
                                 directional_bias, pair_table, reference_means)
 from interp.heads import parse_heads
-from interp.results import RowJournal, read_csv, write_table
+from interp.journal import RowJournal
+from interp.results import read_csv, write_table
 from interp.scoring import score_heads
 from interp.tasks import get_task
 

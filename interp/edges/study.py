@@ -28,7 +28,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from ..figures.edges import CONDITION_LABELS
-from ..results import RowJournal
+from ..journal import RowJournal, RowShape
 from ..stats import mean_and_sem, wilson_interval
 from .branching import BranchedTokens, branch, logits_from_hook, run_branched
 from .data import DEFAULT_SHOTS, TASKS, CopyingPrompts, check_length, check_task, copying_prompts
@@ -217,6 +217,10 @@ def run_cell(model, layout: AttentionLayout, prompts: CopyingPrompts, config: Ed
         if progress is not None:
             progress.update(end - begin)
     return result
+
+
+# What a journal row (one finished cell) must hold to be reused by a resumed study.
+EDGE_ROW_SHAPE: RowShape = {"task": str, "length": int, "main": list, "sweep": list}
 
 
 def edge_study(model, config: EdgeStudyConfig = EdgeStudyConfig(), *, model_label: str = "", adapter: str | None = None,

@@ -2,14 +2,14 @@
 (``directional``), and accuracy under head ablation (``head_ablation``). Scripts in
 ``analyses/`` call these."""
 
-from .head_ablation import (ABLATION_COLUMNS, AblationConfig, ablation_conditions, ablation_prompt_sets, ablation_study,
+from .head_ablation import (ABLATION_COLUMNS, ABLATION_ROW_SHAPE, AblationConfig, ablation_conditions, ablation_prompt_sets, ablation_study,
                              ablation_summary, add_task_attention, check_ablation_inputs, reference_means,
                              study_head_scores)
-from .directional import (DIRECTIONAL_COLUMNS, cell_configs, check_directional_inputs, directional_bias, over_templates,
+from .directional import (DIRECTIONAL_COLUMNS, DIRECTIONAL_ROW_SHAPE, cell_configs, check_directional_inputs, directional_bias, over_templates,
                           pair_table, task_lengths)
 
 __all__ = [
-    "ABLATION_COLUMNS", "DIRECTIONAL_COLUMNS", "AblationConfig", "ablation_conditions", "ablation_prompt_sets",
+    "ABLATION_COLUMNS", "ABLATION_ROW_SHAPE", "DIRECTIONAL_COLUMNS", "DIRECTIONAL_ROW_SHAPE", "AblationConfig", "ablation_conditions", "ablation_prompt_sets",
     "ablation_study", "ablation_summary", "add_task_attention", "cell_configs", "check_ablation_inputs",
     "check_directional_inputs", "directional_bias", "over_templates", "pair_table", "reference_means",
     "study_head_scores", "task_lengths",

@@ -15,7 +15,7 @@ from ..datasets import ExampleSource, Generated, PaperData
 from ..evaluate import evaluate_prompts, resolve_prepend_bos, task_prompts, task_row
 from ..naming import model_name
 from ..prompts import PromptConfig, encode_prompts
-from ..results import RowJournal
+from ..journal import OPTIONAL_NUMBER, RowJournal, RowShape
 from ..tasks import DIRECTIONAL_PAIRS, TaskSpec, check_vocabulary
 from ..teacher_forcing import Accuracy, check_context
 
@@ -23,6 +23,9 @@ Log = Callable[[str], None]
 
 DIRECTIONAL_COLUMNS = ["model", "task", "length", "template", "n_examples", "accuracy", "stderr", "mean_logprob",
                        "token_accuracy", "n_shots", "protocol", "seed", "note"]
+# What a journal row must hold to be reused by a resumed run.
+DIRECTIONAL_ROW_SHAPE: RowShape = {"model": str, "task": str, "length": int, "template": (str, type(None)),
+                                   "n_examples": int, "accuracy": OPTIONAL_NUMBER}
 
 
 def _quiet(_: str) -> None:
@@ -69,7 +72,7 @@ def directional_bias(model, tasks: Sequence[TaskSpec], lengths: Sequence[int], n
                 else:
                     prompts = task_prompts(model, spec, length, n_examples, seed, config, source=source)
                     scores = evaluate_prompts(model, prompts, config, batch_size,
-                                              progress=progress and f"{spec.name} n={length} {config.template}")
+                                              progress=progress and f"{spec.name} length {length} {config.template}")
                     row |= task_row(spec.name, length, Accuracy.of(scores), config, seed) | {"note": ""}
                 rows.append(row)
                 if journal is not None:

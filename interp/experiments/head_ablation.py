@@ -24,8 +24,11 @@ from ..heads import Head, format_heads
 from ..naming import model_name
 from ..prompts import PromptConfig, encode_prompts
 from ..replay import CleanBatch, replay, run_clean
-from ..results import RowJournal, json_ready, read_csv, read_table_metadata, stem_file, write_table
-from ..scoring import HeadScores, score_heads, task_attention_scores
+from ..journal import NUMBER, OPTIONAL_NUMBER, RowJournal, RowShape
+from ..locking import TableLock
+from ..results import stem_file, write_table
+from ..score_tables import model_dtype, read_head_scores
+from ..scoring import SCORE_NAMES, HeadScores, score_heads, task_attention_scores
 from ..tasks import get_task
 from ..teacher_forcing import Accuracy, AnswerScores, check_context, teacher_forced_scores
 
@@ -137,21 +140,28 @@ def check_ablation_inputs(model, config: AblationConfig) -> None:
 
 
 def study_head_scores(model, stem: Path, config: AblationConfig, n_sequences: int = 100, progress: bool = True,
-                      metadata: dict | None = None) -> HeadScores:
+                      metadata: dict | None = None, log: Log = _quiet) -> HeadScores:
     """The head scores a study ranks heads by, with its ``attn_<task>`` columns: read back from
-    ``stem`` when that table was written for the same model, probe and prompts (a re-run after an
-    interruption), else computed and written there."""
-    wanted = {"model": model_name(model), "probe": "repeated_random", "n_sequences": n_sequences, "seed": config.seed,
+    ``stem`` when that table is whole and was written for the same model, dtype, probe and
+    prompts (a re-run after an interruption), else computed and written there (``log`` says why).
+    The table is locked meanwhile: another run computing the same table is refused."""
+    wanted = {"model": model_name(model), "dtype": model_dtype(model), "probe": "repeated_random",
+              "n_sequences": n_sequences, "seed": config.seed,
               "task_attention": {"tasks": list(config.tasks), "lengths": list(config.lengths),
                                  "n_examples": config.n_examples, "prompt_config": asdict(config.prompt_config),
                                  "source": config.source.describe()},
               **(metadata or {})}
-    stored = read_table_metadata(stem)
-    if stored is not None and all(stored.get(k) == json_ready(v) for k, v in wanted.items()):
-        return HeadScores.from_rows(read_csv(stem_file(stem, "csv")))
-    scores = score_heads(model, n_sequences=n_sequences, seed=config.seed, progress=progress)
-    add_task_attention(model, scores, ablation_prompt_sets(model, config), config.prompt_config, config.batch_size, progress)
-    write_table(scores.rows(), stem, metadata=scores.metadata | wanted)
+    names = [*SCORE_NAMES, *(f"attn_{t}" for t in config.tasks)]
+    with TableLock(stem):
+        stored, why_not = read_head_scores(stem, wanted, model.cfg.n_layers, model.cfg.n_heads, names)
+        if stored is not None:
+            return stored
+        if stem_file(stem, "csv").exists() or stem_file(stem, "json").exists():
+            log(f"not reusing the head scores in {stem_file(stem, 'csv')}: {why_not}; computing them again")
+        scores = score_heads(model, n_sequences=n_sequences, seed=config.seed, progress=progress)
+        add_task_attention(model, scores, ablation_prompt_sets(model, config), config.prompt_config, config.batch_size,
+                           progress)
+        write_table(scores.rows(), stem, metadata=scores.metadata | wanted)
     return scores
 
 
@@ -196,7 +206,7 @@ def ablation_study(model, scores: HeadScores, config: AblationConfig = AblationC
                     clean = [run_clean(model, batch, layers) for batch in batches]
                 if heads:
                     log(f"ablating {condition}{'' if seed is None else f' (seed {seed})'} heads {format_heads(heads)} "
-                        f"({kind}) on {task} n={length}")
+                        f"({kind}) on {task} at length {length}")
                 hooks = ablation_hooks(model, heads, kind, means) if heads else []
                 if replay_clean:
                     result = Accuracy.of(_scores(model, clean, len(encoded), heads, hooks))
@@ -223,6 +233,11 @@ def _scores(model, clean: list[CleanBatch], n: int, heads: Sequence[Head], hooks
     layer = _lowest_layer(heads)
     return AnswerScores.from_rows(in_input_order(n, [(c.batch.indices, replay(model, c, layer, hooks)[0]) for c in clean]))
 
+
+# What a journal row must hold to be reused by a resumed study.
+ABLATION_ROW_SHAPE: RowShape = {"model": str, "condition": str, "ablation": str, "seed": (int, type(None)), "task": str,
+                                "length": int, "n_examples": int, "accuracy": NUMBER, "mean_logprob": OPTIONAL_NUMBER,
+                                "heads": str}
 
 ABLATION_COLUMNS = ["model", "condition", "ablation", "seed", "task", "length", "n_examples", "accuracy",
                     "delta_accuracy", "mean_logprob", "heads"]
