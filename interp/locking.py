@@ -34,7 +34,9 @@ def _holder_text(fd: int) -> str:
         holder = {}
     if not holder:
         return "another run"
-    command = " ".join(holder.get("argv", []))[:120]
+    argv = [str(a) for a in holder.get("argv", [])]
+    command = " ".join([Path(argv[0]).name, *argv[1:]] if argv else [])
+    command = command if len(command) <= 240 else command[:237] + "..."
     return f"another run (pid {holder.get('pid')} on {holder.get('host')}, started {holder.get('started')}: {command})"
 
 

@@ -131,7 +131,14 @@ def read_csv(path: str | Path, required: Sequence[str] = ()) -> list[dict]:
             missing = [c for c in required if c not in (reader.fieldnames or [])]
             if missing:
                 raise ValueError(f"results file {path} lacks column(s) {missing}; it has {reader.fieldnames}")
-            return [{k: parse_value(v) for k, v in row.items()} for row in reader]
+            rows = []
+            for row in reader:
+                if None in row or None in row.values():  # DictReader's marks of extra / missing fields
+                    have = len(reader.fieldnames or []) + len(row.get(None, [])) - list(row.values()).count(None)
+                    raise ValueError(f"results file {path}, line {reader.line_num}: {have} fields where the "
+                                     f"header has {len(reader.fieldnames or [])}")
+                rows.append({k: parse_value(v) for k, v in row.items()})
+            return rows
     except (UnicodeDecodeError, csv.Error) as err:
         raise ValueError(f"results file {path} is not a readable CSV table ({err})") from None
 
