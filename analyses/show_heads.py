@@ -10,10 +10,12 @@ in the test input (see ``interp.viz``).
 from __future__ import annotations
 
 import sys
+from argparse import ArgumentTypeError
 from pathlib import Path
 
 from interp.cli import (Parser, add_model_args, add_prompt_args, add_source_args, fail, load_model_from_args,
-                        non_negative_int, positive_int, prompt_config_from_args, run, source_from_args, task_name)
+                        non_negative_int, positive_int, prompt_config_from_args, run, source_from_args, task_name,
+                        writable_file)
 from interp.datasets import PaperData
 from interp.heads import parse_heads
 from interp.tasks import TASK_NAMES
@@ -36,7 +38,8 @@ def build_parser() -> Parser:
     parser.add_argument("--view", default="heads", choices=VIEW_KINDS,
                         help="circuitsvis attention_heads, attention_patterns, or both (default heads)")
     parser.add_argument("--no-answer", action="store_true", help="do not append the teacher-forced answer")
-    parser.add_argument("--out", default=None, help="output HTML file (default figures/attention_<TASK>.html)")
+    parser.add_argument("--out", type=writable_file, default=None,
+                        help="output HTML file (default figures/attention_<TASK>.html)")
     return parser
 
 
@@ -52,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     config = prompt_config_from_args(parser, args)
     source = source_from_args(parser, args, [args.task])
     length = args.length or (source.lengths(args.task)[0] if isinstance(source, PaperData) else 10)
+    out = args.out or ROOT / "figures" / f"attention_{args.task}.html"
+    try:
+        writable_file(str(out))
+    except ArgumentTypeError as err:
+        fail(parser, "--out", str(err))
     model = load_model_from_args(args)
     try:
         heads = parse_heads(heads, model.cfg.n_layers, model.cfg.n_heads, name="--heads")
@@ -59,9 +67,14 @@ def main(argv: list[str] | None = None) -> int:
                               prompt_config=config, append_answer=not args.no_answer, model_name=args.model,
                               source=source)
     except ValueError as err:
-        parser.error(str(err))
-    out = Path(args.out) if args.out else ROOT / "figures" / f"attention_{args.task}.html"
-    save_attention_view(view, out, kind=args.view)
+        message = str(err)
+        if message.startswith("length="):
+            fail(parser, "--length", message.partition(": ")[2])
+        parser.error(message)
+    try:
+        save_attention_view(view, out, kind=args.view)
+    except OSError as err:
+        fail(parser, "--out", f"cannot write {str(out)!r} ({err.strerror or err})")
     for row in view.source_attention():
         print(f"head {row['head']}: attention [Q]->[A] {row['q_to_source']:.3f}, "
               f"mean to answer source over {row['n_steps']} steps {row['mean_to_source']:.3f}")

@@ -153,6 +153,15 @@ def writable_dir(text: str) -> Path:
     return path
 
 
+def writable_file(text: str) -> Path:
+    """A file the script can write (its folder created if needed), checked before any work."""
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{str(path)!r} is a folder; expected a file name")
+    writable_dir(str(path.parent))
+    return path
+
+
 def existing_dir(text: str) -> Path:
     path = Path(text).expanduser()
     if not path.is_dir():

@@ -35,6 +35,7 @@ import torch
 from .bridge import act_name
 from .browser import headless_chromium  # noqa: F401 - re-exported: checks of attention pages use it
 from .heads import Head, HeadLike, parse_heads
+from .lm import context_length
 from .prompts import PromptConfig, PromptLayout, prompt_layout
 from .results import atomic_write_text
 from .tasks import TaskExample, get_task
@@ -142,6 +143,10 @@ def attention_view(model, task: str, heads: str | Sequence[HeadLike], *, length:
         raise ValueError(f"example={example} must be >= 0")
     prompt = task_prompts(model, spec, length, example + 1, seed, prompt_config, source=source)[example]
     layout = prompt_layout(model.tokenizer, prompt, resolve_prepend_bos(model, prompt_config), append_answer)
+    n_ctx = context_length(model)
+    if n_ctx is not None and len(layout.ids) > n_ctx:
+        raise ValueError(f"length={length}: the prompt{' + answer' if append_answer else ''} has {len(layout.ids)} "
+                         f"tokens but the model's context (cfg.n_ctx) is {n_ctx}; use a shorter length or fewer shots")
     patterns = head_patterns(model, layout.ids, parsed).numpy()
     raw = [token_label(model.tokenizer, i) for i in layout.ids]
     marks: dict[int, str] = {}

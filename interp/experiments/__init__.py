@@ -3,7 +3,7 @@
 ``analyses/`` call these."""
 
 from .head_ablation import (ABLATION_COLUMNS, ABLATION_ROW_SHAPE, AblationConfig, ablation_conditions, ablation_prompt_sets, ablation_study,
-                             ablation_summary, add_task_attention, check_ablation_inputs, reference_means,
+                             ablation_summary, add_task_attention, check_ablation_inputs, check_prompt_context, reference_means,
                              study_head_scores)
 from .directional import (DIRECTIONAL_COLUMNS, DIRECTIONAL_ROW_SHAPE, cell_configs, check_directional_inputs, directional_bias, over_templates,
                           pair_table, task_lengths)
@@ -11,6 +11,6 @@ from .directional import (DIRECTIONAL_COLUMNS, DIRECTIONAL_ROW_SHAPE, cell_confi
 __all__ = [
     "ABLATION_COLUMNS", "ABLATION_ROW_SHAPE", "DIRECTIONAL_COLUMNS", "DIRECTIONAL_ROW_SHAPE", "AblationConfig", "ablation_conditions", "ablation_prompt_sets",
     "ablation_study", "ablation_summary", "add_task_attention", "cell_configs", "check_ablation_inputs",
-    "check_directional_inputs", "directional_bias", "over_templates", "pair_table", "reference_means",
+    "check_directional_inputs", "check_prompt_context", "directional_bias", "over_templates", "pair_table", "reference_means",
     "study_head_scores", "task_lengths",
 ]

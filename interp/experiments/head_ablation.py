@@ -134,6 +134,11 @@ def check_ablation_inputs(model, config: AblationConfig) -> None:
     """Everything about a study that can be wrong for this model, checked before any forward
     pass: ``k`` against the number of heads, and every prompt against the context length."""
     config.check_model(model.cfg.n_layers, model.cfg.n_heads)
+    check_prompt_context(model, config)
+
+
+def check_prompt_context(model, config: AblationConfig) -> None:
+    """Every prompt of the study's tasks and lengths against the model's context."""
     bos = resolve_prepend_bos(model, config.prompt_config)
     for prompts in ablation_prompt_sets(model, config).values():
         check_context(model, encode_prompts(model.tokenizer, prompts, bos))

@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 from ..naming import slug
 from ..results import read_csv
 from ..stats import Z_95
+from .rows import BAD_TABLE_ERRORS, table_error
 from .style import OKABE_ITO, style
 
 Rows = Sequence[Mapping]
@@ -154,6 +155,6 @@ def edge_figures(results_dir: str | Path, model: str | None = None) -> tuple[lis
                     figures.append((_stem("edge_patching_layers", rows), edge_layer_figure(rows, str(path))))
                 else:
                     figures.append((_stem("edge_patching", rows), edge_patching_figure(rows, str(path))))
-        except ValueError as err:
-            errors.append(str(err))
+        except BAD_TABLE_ERRORS as err:
+            errors.append(table_error(path, err))
     return figures, errors
