@@ -11,9 +11,9 @@ from __future__ import annotations
 import sys
 
 from interp.ablation import ABLATION_KINDS
-from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail, int_list,
-                        load_model_from_args, name_list, positive_int, positive_int_list, prompt_config_from_args,
-                        results_suffix, run, source_from_args, task_list)
+from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
+                        input_error_argument, load_model_from_args, name_list, positive_int, positive_int_list,
+                        prompt_config_from_args, results_suffix, run, seed, seed_list, source_from_args, task_list)
 from interp.datasets import PaperData
 from interp.experiments import (ABLATION_COLUMNS, ABLATION_ROW_SHAPE, AblationConfig, ablation_study, ablation_summary,
                                 check_ablation_inputs, study_head_scores)
@@ -35,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=positive_int, default=30, help="examples per task and length (default: 30)")
     parser.add_argument("--kinds", type=name_list(ABLATION_KINDS, "ablation kinds", allow_all=False), default=list(ABLATION_KINDS),
                         help="ablation kinds: zero, mean (default: both)")
-    parser.add_argument("--random-seeds", type=int_list, default=[0, 1, 2], help="seeds of the random-head control")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--random-seeds", type=seed_list, default=[0, 1, 2], help="seeds of the random-head control")
+    parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--score-sequences", type=positive_int, default=100, help="repeated random sequences for head scores")
     parser.add_argument("--batch-size", type=positive_int, default=8)
     args = parser.parse_args(argv)
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 
     config = AblationConfig(tasks=tuple(args.tasks), lengths=tuple(lengths), k=args.k, n_examples=args.n,
                             kinds=tuple(args.kinds), random_seeds=tuple(args.random_seeds), seed=args.seed,
-                            batch_size=args.batch_size, prompt_config=prompt_config_from_args(parser, args),
+                            batch_size=args.batch_size, prompt_config=prompt_config_from_args(parser, args, args.tasks),
                             source=source)
     suffix = results_suffix(args)
     stem = args.out / f"ablation{suffix}"
@@ -60,9 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             check_ablation_inputs(model, config)
         except ValueError as err:
-            message = str(err)
-            fail(parser, "--k" if "k=" in message else "--data" if "--data" in message else "--n" if "--n" in message
-                 else "--lengths", message.removeprefix("--data: ").removeprefix("--n "))
+            fail(parser, input_error_argument(str(err), args), str(err).removeprefix("--data: ").removeprefix("--n "))
         progress = not args.quiet
         scores = study_head_scores(model, args.out / f"head_scores{suffix}", config, args.score_sequences, progress,
                                    metadata={"adapter": args.adapter}, log=print)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
-                        load_model_from_args, positive_int, positive_int_list, prompt_config_from_args, results_suffix,
-                        run, source_from_args, task_list)
+                        input_error_argument, load_model_from_args, positive_int, positive_int_list,
+                        prompt_config_from_args, results_suffix, run, seed, source_from_args, task_list)
 from interp.experiments import (DIRECTIONAL_COLUMNS, DIRECTIONAL_ROW_SHAPE, check_directional_inputs, directional_bias,
                                 over_templates, pair_table)
 from interp.journal import RowJournal
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
                              "with --data: the files' lengths)")
     # 20 examples keep the default run (40 task x length cells) near 10 CPU minutes
     parser.add_argument("--n", type=positive_int, default=20, help="examples per task and length (default: 20)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--batch-size", type=positive_int, default=8)
     parser.add_argument("--every-template", action="store_true",
                         help="evaluate each task under every template of the protocol and average (the paper's figures); "
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         fail(parser, "--lengths", "the lengths come from the --data files; leave --lengths out")
 
     tasks = [get_task(t) for t in args.tasks]
-    config = prompt_config_from_args(parser, args)
+    config = prompt_config_from_args(parser, args, args.tasks)
     every_template = args.every_template or (args.protocol == "paper" and args.template is None)
     source = source_from_args(parser, args, args.tasks)
     lengths = args.lengths or [10, 20, 50, 100]
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             check_directional_inputs(model, tasks, lengths, args.n, args.seed, config, source=source,
                                      every_template=every_template)
         except ValueError as err:
-            fail(parser, "--n" if err.args and "--n" in str(err) else "--lengths", str(err))
+            fail(parser, input_error_argument(str(err), args), str(err))
         journal = RowJournal(stem, run_config, DIRECTIONAL_ROW_SHAPE, lock=lock)
         rows = directional_bias(model, tasks, lengths, args.n, args.seed, config, batch_size=args.batch_size,
                                 progress=not args.quiet, log=print, journal=journal, source=source,

@@ -23,7 +23,7 @@ import torch
 
 from interp.adapters import LoraSettings
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, fail, fraction, non_negative_int,
-                        positive_int, positive_int_list, run, task_name)
+                        positive_int, positive_int_list, run, seed, task_name)
 from interp.tasks import TASK_NAMES
 from interp.training import PRECISIONS, SCHEDULES, TrainConfig, finetune
 
@@ -46,7 +46,7 @@ def build_parser() -> Parser:
     p.add_argument("--warmup", type=fraction, default=defaults.warmup_frac, help="fraction of steps of linear warmup")
     p.add_argument("--schedule", default=defaults.schedule, choices=SCHEDULES)
     p.add_argument("--max-grad-norm", type=float, default=defaults.max_grad_norm)
-    p.add_argument("--seed", type=int, default=defaults.seed)
+    p.add_argument("--seed", type=seed, default=defaults.seed)
     p.add_argument("--max-position", type=positive_int, default=None,
                    help="train with a random position-id offset in [0, N - len] (absolute-position models, the paper's trick)")
     p.add_argument("--precision", default=defaults.precision, choices=PRECISIONS, help="autocast dtype")

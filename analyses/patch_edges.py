@@ -26,7 +26,7 @@ from dataclasses import asdict, replace
 import torch
 
 from interp.cli import (Parser, add_model_args, add_output_args, fail, index_list, load_model_from_args, name_list,
-                        non_negative_int, positive_int, positive_int_list, run)
+                        non_negative_int, positive_int, positive_int_list, run, seed)
 from interp.edges.data import TASKS, check_length
 from interp.edges.preflight import ModelShape, check_request, model_shape
 from interp.edges.study import EDGE_ROW_SHAPE, EdgeStudyConfig, claim_summary, edge_study, summary_table, sweep_summary
@@ -48,7 +48,7 @@ def build_parser() -> Parser:
     parser.add_argument("--n", type=positive_int, default=DEFAULT_N,
                         help=f"prompts per task and length (default: {DEFAULT_N}; the paper: 100)")
     parser.add_argument("--shots", type=positive_int, default=11, help="shots per prompt, the test included (default: 11)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--batch-size", type=positive_int, default=8, help="prompts per forward pass (default: 8)")
     parser.add_argument("--layers", type=index_list, default=None,
                         help="layers whose edges are patched: 'all' (default) or e.g. '0,5,14-20'")

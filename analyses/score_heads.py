@@ -10,7 +10,7 @@ import sys
 
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         load_model_from_args, name_list, positive_int, positive_int_list, prompt_config_from_args,
-                        results_suffix, run, source_from_args)
+                        results_suffix, run, seed, source_from_args)
 from interp.experiments import AblationConfig, ablation_prompt_sets, add_task_attention, check_prompt_context
 from interp.lm import context_length
 from interp.locking import TableLock
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lengths", type=positive_int_list, default=[10])
     parser.add_argument("--task-n", type=positive_int, default=20, help="task prompts per task and length")
     parser.add_argument("--top", type=positive_int, default=10)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed, default=0)
     args = parser.parse_args(argv)
     if args.half_length < 3:
         fail(parser, "--half-length", f"expected an integer >= 3, got {args.half_length}")
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         model = load_model_from_args(args)
         check_probe_length(parser, model, args.half_length, args.bos)
         config = AblationConfig(tasks=tasks or ("UF",), lengths=tuple(args.lengths), n_examples=args.task_n,
-                                seed=args.seed, prompt_config=prompt_config_from_args(parser, args), random_seeds=(),
+                                seed=args.seed, prompt_config=prompt_config_from_args(parser, args, tasks), random_seeds=(),
                                 source=source_from_args(parser, args, tasks or ["UF"]))
         if tasks:
             try:

@@ -14,7 +14,7 @@ from argparse import ArgumentTypeError
 from pathlib import Path
 
 from interp.cli import (Parser, add_model_args, add_prompt_args, add_source_args, fail, load_model_from_args,
-                        non_negative_int, positive_int, prompt_config_from_args, run, source_from_args, task_name,
+                        non_negative_int, positive_int, prompt_config_from_args, run, seed, source_from_args, task_name,
                         writable_file)
 from interp.datasets import PaperData
 from interp.heads import parse_heads
@@ -34,7 +34,7 @@ def build_parser() -> Parser:
     parser.add_argument("--length", type=positive_int, default=None,
                         help="task length (default 10; with --data: the first length the files hold)")
     parser.add_argument("--example", type=non_negative_int, default=0, help="index of the seeded example (default 0)")
-    parser.add_argument("--seed", type=int, default=0, help="example seed (default 0)")
+    parser.add_argument("--seed", type=seed, default=0, help="example seed (default 0)")
     parser.add_argument("--view", default="heads", choices=VIEW_KINDS,
                         help="circuitsvis attention_heads, attention_patterns, or both (default heads)")
     parser.add_argument("--no-answer", action="store_true", help="do not append the teacher-forced answer")
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(err))
     if not heads:
         fail(parser, "--heads", "no heads given (expected e.g. 18.6,17.3)")
-    config = prompt_config_from_args(parser, args)
+    config = prompt_config_from_args(parser, args, [args.task])
     source = source_from_args(parser, args, [args.task])
     length = args.length or (source.lengths(args.task)[0] if isinstance(source, PaperData) else 10)
     out = args.out or ROOT / "figures" / f"attention_{args.task}.html"

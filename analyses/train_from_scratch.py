@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import asdict, replace
 
-from interp.cli import Parser, add_output_args, fraction, name_list, positive_int, run, task_list
+from interp.cli import (Parser, add_output_args, fraction, name_list, positive_int, run, seed, task_list)
 from interp.results import to_markdown, write_table
 from interp.scratch import POSITIONALS, PRESETS, train_table, verdict
 from interp.tasks import TASK_NAMES
@@ -35,7 +35,7 @@ def build_parser() -> Parser:
     p.add_argument("--d-model", type=positive_int, default=None)
     p.add_argument("--layers", type=positive_int, default=None)
     p.add_argument("--lr", type=float, default=None)
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=seed, default=None)
     p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads per worker (default: the preset's)")
     p.add_argument("--workers", type=positive_int, default=2, help="tasks trained at once, one process each (default 2: two cores)")
     p.add_argument("--threshold", type=fraction, default=0.9, help="OOD accuracy that counts as generalizing")

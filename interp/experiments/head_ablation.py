@@ -65,6 +65,8 @@ class AblationConfig:
             raise ValueError("tasks: name at least one task")
         if not self.lengths or min(self.lengths) < 1:
             raise ValueError(f"lengths={self.lengths}: give at least one positive length")
+        if len(set(self.random_seeds)) != len(self.random_seeds):
+            raise ValueError(f"random_seeds={self.random_seeds}: each seed once (a repeat counts one draw twice)")
         for name in ("k", "n_examples", "n_reference", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
