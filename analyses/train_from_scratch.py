@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                 "scoring": "teacher-forced exact match, zero-shot '<bos> x : y <eos>' / ' x | q: a' lines"}
     write_table(rows, out / f"from_scratch{suffix}",
                 columns=["task", "positional", "split", "lengths", "accuracy", "expressible", "predicted",
-                         "n_examples", "steps", "seconds", "cpu_seconds"], metadata=metadata)
+                         "n_examples", "steps", "seconds", "cpu_seconds", "timed_from_step"], metadata=metadata)
     summary = verdict(rows, args.threshold)
     write_table(summary, out / f"from_scratch{suffix}_summary", formats=("csv", "md"))
     print(to_markdown(summary))

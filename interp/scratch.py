@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,6 +34,7 @@ import torch
 
 from .models import TinyModelConfig, tiny_hf_model
 from .prompts import PromptConfig, build_prompts, encode_prompts
+from .run_timing import RunTimer
 from .tasks import ALNUM, LETTERS, TASKS, TaskSpec, generate_example, get_task
 from .training import TrainConfig, TrainResult, evaluate_lengths, train
 
@@ -240,9 +240,10 @@ def train_one(task: str, positional: Positional, config: ScratchConfig, run_dir:
     n_ctx = longest + 8
     cfg = train_config(spec, config, positional, n_ctx, items)
     model = new_model(positional, config, tokenizer, n_ctx, config.seed)
-    started, cpu = time.time(), time.process_time()
-    result = train(model, tokenizer, cfg, run_dir, vocabulary=items, resume=resume, progress=progress)
-    seconds, cpu = time.time() - started, time.process_time() - cpu
+    timer = RunTimer(run_dir if resume else None)
+    result = train(model, tokenizer, cfg, run_dir, vocabulary=items, resume=resume, progress=progress,
+                   on_step=timer.on_step(cfg.checkpoint_every, cfg.steps))
+    timing = timer.finish(result.final_step)
     rows = []
     for split, (lo, hi) in bins_for(config):
         lengths = usable_lengths(spec, spread(max(lo, 1), hi, config.lengths_per_bin), items)
@@ -256,7 +257,7 @@ def train_one(task: str, positional: Positional, config: ScratchConfig, run_dir:
         rows.append({"task": spec.name, "positional": positional, "split": split, "lengths": f"{lo}-{hi}",
                      "accuracy": accuracy, "n_examples": n, "expressible": spec.expressible,
                      "predicted": "generalizes" if spec.expressible else "fails OOD",
-                     "steps": result.final_step, "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1)})
+                     "steps": result.final_step, **timing})
     return rows, result
 
 

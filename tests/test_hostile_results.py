@@ -212,3 +212,173 @@ def test_tables_of_another_dtype_get_their_own_files():
     assert results_suffix(Namespace(model="smollm2-135m", dtype=None)) == "_smollm2-135m"
     assert results_suffix(Namespace(model="smollm2-135m", dtype="float32")) == "_smollm2-135m"
     assert results_suffix(Namespace(model="smollm2-135m", dtype="bfloat16", adapter="ub")) == "_smollm2-135m+ub_bfloat16"
+
+
+# --------------------------------------------------------------------------- one line instead of a traceback
+
+sys.path.insert(0, str(ROOT / "analyses"))
+TINY = ["--device", "cpu", "--quiet"]
+FIXTURES = ROOT / "tests" / "fixtures" / "paper_data"
+
+
+def _refused(script: str, argv: list[str], capsys) -> str:
+    """The one error line a script prints for ``argv`` (exit code 2, no traceback)."""
+    from interp.cli import run
+
+    module = __import__(script)
+    code = run(module.main, argv)
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    return err.strip().splitlines()[-1]
+
+
+def _exits(script: str, argv: list[str], capsys) -> str:
+    module = __import__(script)
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "Traceback" not in err, err
+    return err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("script, argv, fragment", [
+    ("show_heads", ["--model", "tiny-gpt2", "--task", "UR", "--heads", "0.0", "--length", "3000"],
+     "argument --length: the prompt + answer has 3053 tokens but the model's context (cfg.n_ctx) is 512"),
+    ("score_heads", ["--model", "tiny-gpt2", "--half-length", "300"],
+     "argument --half-length: a probe of 2 x 300 tokens = 600 does not fit the model's context of 512 tokens"),
+    ("score_heads", ["--model", "tiny-llama", "--half-length", "300"],  # RoPE: used to run past the context
+     "argument --half-length: a probe of 2 x 300 tokens = 600 does not fit"),
+    ("show_heads", ["--model", "tiny-gpt2", "--task", "UR", "--heads", "0.0", "--out", "/etc/hostname/x.html"],
+     "argument --out: cannot write into '/etc/hostname'"),
+    ("make_figures", ["--results", str(ROOT / "results"), "--out", "/etc/hostname/figures"],
+     "argument --out: cannot write into '/etc/hostname/figures'"),
+])
+def test_context_and_output_problems_are_one_line_naming_the_argument(script, argv, fragment, capsys, tmp_path):
+    argv = {"make_figures": argv, "show_heads": ["--device", "cpu", *argv]}.get(script, [*TINY, *argv, "--out", str(tmp_path)])
+    assert fragment in _exits(script, argv, capsys)
+    assert not any(tmp_path.iterdir())  # refused before writing anything
+
+
+def test_make_figures_draws_every_figure_it_can_and_names_the_bad_file(tmp_path, capsys):
+    import make_figures
+
+    results = tmp_path / "results"
+    results.mkdir()
+    for name in ("head_scores_smollm2-135m.csv", "ablation_smollm2-135m.csv", "directional_bias_smollm2-135m.csv"):
+        (results / name).write_text((ROOT / "results" / name).read_text())
+    bad = results / "ablation_smollm2-135m.csv"
+    lines = bad.read_text().splitlines(keepends=True)
+    bad.write_text("".join(lines[:4] + [lines[4].rstrip("\n") + ",extra,fields\n"] + lines[5:]))
+    assert make_figures.main(["--results", str(results), "--out", str(tmp_path / "figures"), "--formats", "html"]) == 1
+    out, err = capsys.readouterr()
+    assert sorted(p.name for p in (tmp_path / "figures").glob("*.html")) == [
+        "accuracy_vs_length_smollm2-135m.html", "head_scores_smollm2-135m.html"]
+    assert err.strip().splitlines() == [f"error: results file {bad}, line 5: 13 fields where the header has 11"]
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--data", str(FIXTURES / "retrieval_unique_len6.jsonl"), "--data", str(FIXTURES / ".." / "paper_data" /
+                                                                              "retrieval_unique_len6.jsonl")],
+     "argument --data: {dir}/../paper_data/retrieval_unique_len6.jsonl is the file given before"),
+    (["--data", "{tmp}/no_answer.jsonl"], "no_answer.jsonl:1: not a record of the paper's files (the record holds no answer"),
+    (["--data", "{tmp}/space.jsonl"], "space.jsonl:1: not a record of the paper's files (input_no_space item ' ' holds "
+                                      "whitespace"),
+    (["--data", "{tmp}/newline.jsonl"], "newline.jsonl:1: not a record of the paper's files (input_no_space item '\\n'"),
+    (["--data", "{tmp}/empty.jsonl"], "empty.jsonl:1: not a record of the paper's files (UR item '' is empty"),
+    (["--data", "{tmp}/binary.jsonl"], "argument --data: {tmp}/binary.jsonl is not a UTF-8 text file"),
+    (["--protocol", "paper", "--template", "simple_rule_explained", "--tasks", "UF"],
+     "argument --template: template='simple_rule_explained' does not apply to copying tasks"),
+    (["--seed", str(2**64)], "argument --seed: expected a seed from 0 to 2147483647"),
+    (["--random-seeds", "0,0"], "argument --random-seeds: seed(s) [0] given twice in '0,0'"),
+])
+def test_smaller_input_problems_are_refused_by_name(argv, fragment, capsys, tmp_path):
+    records = {"no_answer": {"input_no_space": "Qa7bxa", "input_with_space": "Qa7bx|a"},
+               "space": {"input_no_space": "Qa b a", "UR": "b"}, "newline": {"input_no_space": "Qa\nb\na", "UR": "b"},
+               "empty": {"input_no_space": "Qa7bxa", "UR": ""}}
+    for name, record in records.items():
+        (tmp_path / f"{name}.jsonl").write_text(json.dumps(record) + "\n")
+    (tmp_path / "binary.jsonl").write_bytes(bytes(range(128, 256)) * 4)
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    tasks = [] if "--tasks" in argv else ["--tasks", "UR"]
+    line = _exits("ablate_heads", [*TINY, "--model", "tiny-llama", "--out", str(tmp_path), *tasks, *argv], capsys)
+    assert fragment.format(tmp=tmp_path, dir=FIXTURES) in line
+
+
+def test_data_given_twice_would_have_doubled_n():
+    from interp.datasets import read_paper_jsonl
+
+    once = read_paper_jsonl([FIXTURES / "retrieval_unique_len6.jsonl"], ["UR"])
+    assert len(once.examples("UR", 6)) == 4  # given twice, the run saw 8
+    with pytest.raises(ValueError, match="is the file given before"):
+        read_paper_jsonl([FIXTURES / "retrieval_unique_len6.jsonl"] * 2, ["UR"])
+
+
+def test_blank_items_are_refused_in_a_vocabulary():
+    from interp.datasets import Generated
+    from interp.tasks import check_vocabulary, get_task
+
+    for items in (("a", "b", ""), ("a", "b", " "), ("a", "b\n", "c")):
+        with pytest.raises(ValueError, match="every item must be a visible symbol"):
+            Generated(items)
+        with pytest.raises(ValueError, match="every item must be a visible symbol"):
+            check_vocabulary(get_task("UR"), 5, items)
+
+
+def test_device_map_is_refused_for_models_loaded_whole():
+    from interp.models import load_model
+
+    with pytest.raises(ValueError, match="--device-map 'auto': tiny-gpt2 is loaded on one device and cannot be split"):
+        load_model("tiny-gpt2", device_map="auto")
+
+
+def test_the_ablation_log_names_the_length(tiny_llama):
+    from interp.experiments import ablation_study
+    from interp.scoring import score_heads
+
+    scores = score_heads(tiny_llama, n_sequences=2, half_length=5, progress=False)
+    config = AblationConfig(tasks=("UR",), lengths=(6,), k=2, n_examples=2, kinds=("zero",), random_seeds=())
+    lines: list[str] = []
+    ablation_study(tiny_llama, scores, config, progress=False, log=lines.append)
+    assert lines and all(line.endswith("(zero) on UR at length 6") for line in lines)
+    with pytest.raises(ValueError, match=r"random_seeds=\(0, 0\): each seed once"):
+        AblationConfig(random_seeds=(0, 0))
+
+
+# --------------------------------------------------------------------------- from-scratch timing
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def time(self) -> float:
+        return self.now
+
+    def process_time(self) -> float:
+        return self.now / 2
+
+
+def test_timing_after_a_resume_counts_the_killed_part_too(tmp_path, monkeypatch):
+    import interp.run_timing as run_timing
+
+    clock = FakeClock()
+    monkeypatch.setattr(run_timing, "time", clock)
+    killed = run_timing.RunTimer(tmp_path)
+    record = killed.on_step(checkpoint_every=2, last_step=6)
+    for step in (1, 2, 3):  # checkpoint at step 2, killed during step 3
+        clock.now += 10
+        record(step, 0.0)
+    resumed = run_timing.RunTimer(tmp_path)  # resumes from the checkpoint of step 2
+    record = resumed.on_step(checkpoint_every=2, last_step=6)
+    for step in (3, 4, 5, 6):
+        clock.now += 10
+        record(step, 0.0)
+    assert resumed.finish(6) == {"seconds": 60.0, "cpu_seconds": 30.0, "timed_from_step": 0}  # 2 + 4 steps of 10 s
+    assert run_timing.RunTimer(tmp_path).finish(6) == {"seconds": 60.0, "cpu_seconds": 30.0, "timed_from_step": 0}
+
+    (tmp_path / run_timing.TIMING_NAME).unlink()  # no record of the earlier part: the table says so
+    unknown = run_timing.RunTimer(tmp_path)
+    record = unknown.on_step(checkpoint_every=2, last_step=6)
+    clock.now += 10
+    record(5, 0.0)
+    assert unknown.finish(6)["timed_from_step"] == 4
