@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import sys
 
-from interp.ablation import ABLATION_KINDS
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         input_error_argument, load_model_from_args, name_list, positive_int, positive_int_list,
                         prompt_config_from_args, results_suffix, run, seed, seed_list, source_from_args, task_list)
-from interp.datasets import PaperData
+from interp.core.journal import RowJournal
+from interp.core.locking import TableLock
+from interp.core.tables import to_markdown, write_table
+from interp.data.paper_files import PaperData
 from interp.experiments import (ABLATION_COLUMNS, ABLATION_ROW_SHAPE, AblationConfig, ablation_study, ablation_summary,
                                 check_ablation_inputs, study_head_scores)
-from interp.journal import RowJournal
-from interp.locking import TableLock
-from interp.results import to_markdown, write_table
+from interp.interventions.ablation import ABLATION_KINDS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     suffix = results_suffix(args)
     stem = args.out / f"ablation{suffix}"
     run_config = {"config": config.as_dict(), "model": args.model, "adapter": args.adapter, "dtype": args.dtype,
-                  "score_sequences": args.score_sequences, "scoring": "teacher-forced exact match (interp.teacher_forcing)"}
+                  "score_sequences": args.score_sequences, "scoring": "teacher-forced exact match (interp.measure.teacher_forcing)"}
     with TableLock(stem) as lock:  # before the model loads: a second run on this table is refused at once
         model = load_model_from_args(args)
         try:

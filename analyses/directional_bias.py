@@ -13,12 +13,12 @@ import sys
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         input_error_argument, load_model_from_args, positive_int, positive_int_list,
                         prompt_config_from_args, results_suffix, run, seed, source_from_args, task_list)
+from interp.core.journal import RowJournal
+from interp.core.locking import TableLock
+from interp.core.tables import to_markdown, write_table
+from interp.data.tasks import get_task
 from interp.experiments import (DIRECTIONAL_COLUMNS, DIRECTIONAL_ROW_SHAPE, check_directional_inputs, directional_bias,
                                 over_templates, pair_table)
-from interp.journal import RowJournal
-from interp.locking import TableLock
-from interp.results import to_markdown, write_table
-from interp.tasks import get_task
 
 
 def main(argv: list[str] | None = None) -> int:

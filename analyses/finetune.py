@@ -21,11 +21,12 @@ import sys
 
 import torch
 
-from interp.adapters import LoraSettings
+from interp.models.adapters import LoraSettings
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, fail, fraction, non_negative_int,
                         positive_int, positive_int_list, run, seed, task_name)
-from interp.tasks import TASK_NAMES
-from interp.training import PRECISIONS, SCHEDULES, TrainConfig, finetune
+from interp.data.tasks import TASK_NAMES
+from interp.experiments.finetune import finetune
+from interp.training import PRECISIONS, SCHEDULES, TrainConfig
 
 
 def build_parser() -> Parser:

@@ -14,8 +14,8 @@ import sys
 
 from interp.cli import (Parser, add_model_args, add_output_args, load_model_from_args, name_list, non_negative_int,
                         positive_int, positive_int_list, run, seed)
-from interp.naming import model_name
-from interp.realistic.git_history import GIT_TASKS, GitConfig, describe, run_git, write_git_table
+from interp.core.naming import model_name
+from interp.experiments.realistic.git_history import GIT_TASKS, GitConfig, describe, run_git, write_git_table
 
 
 def main(argv: list[str] | None = None) -> int:

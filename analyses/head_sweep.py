@@ -14,20 +14,20 @@ from __future__ import annotations
 
 import sys
 
-from interp.ablation import ABLATION_KINDS, compute_head_means
-from interp.attribution import attribution_sweep, recheck
+from interp.interventions.ablation import ABLATION_KINDS, compute_head_means
+from interp.interventions.attribution import attribution_sweep, recheck
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         load_model_from_args, positive_int, prompt_config_from_args, results_suffix, run, seed,
                         source_from_args, task_name)
-from interp.datasets import Generated, PaperData
-from interp.evaluate import resolve_prepend_bos, task_prompts
-from interp.heads import parse_heads
-from interp.naming import model_name
-from interp.prompts import encode_prompts
-from interp.results import write_table
-from interp.sweep import head_sweep
-from interp.tasks import TASK_NAMES, get_task
-from interp.teacher_forcing import check_context
+from interp.data.paper_files import Generated, PaperData
+from interp.measure.encoding import encode_for
+from interp.measure.evaluate import task_prompts
+from interp.core.heads import parse_heads
+from interp.core.naming import model_name
+from interp.core.tables import write_table
+from interp.interventions.sweep import head_sweep
+from interp.data.tasks import TASK_NAMES, get_task
+from interp.measure.teacher_forcing import check_context
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,14 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     source = source_from_args(parser, args, [spec.name])
     length = args.length or (source.lengths(spec.name)[0] if isinstance(source, PaperData) else 10)
     model = load_model_from_args(args)
-    bos = resolve_prepend_bos(model, config)
     if heads is not None:
         try:
             heads = parse_heads(heads, model.cfg.n_layers, model.cfg.n_heads, name="--heads")
         except ValueError as err:
             parser.error(str(err))
     try:
-        encoded = encode_prompts(model.tokenizer, task_prompts(model, spec, length, args.n, args.seed, config, source=source), bos)
+        encoded = encode_for(model, task_prompts(model, spec, length, args.n, args.seed, config, source=source), config)
         check_context(model, encoded)
     except ValueError as err:
         fail(parser, "--length", str(err))
@@ -80,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.kind == "mean":  # a reference of generated prompts over the same items, with a seed of its own
         reference_prompts = task_prompts(model, spec, length, args.n, args.seed + 10_000, config,
                                          source=Generated(source.items(spec), args.repeats))
-        reference = encode_prompts(model.tokenizer, reference_prompts, bos)
+        reference = encode_for(model, reference_prompts, config)
         means = compute_head_means(model, reference, progress=not args.quiet)
     if args.method == "attribution":
         screen_heads(parser, model, encoded, spec.name, length, heads, means, args)

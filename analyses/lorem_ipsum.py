@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import sys
 
-from interp.cli import (Parser, add_model_args, add_output_args, load_model_from_args, positive_int, run, seed)
-from interp.naming import model_name
-from interp.realistic.lorem import LoremConfig, describe, run_lorem, write_lorem_tables
+from interp.cli import Parser, add_model_args, add_output_args, load_model_from_args, positive_int, run, seed
+from interp.core.naming import model_name
+from interp.experiments.realistic.lorem import LoremConfig, describe, run_lorem, write_lorem_tables
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,12 +27,13 @@ import torch
 
 from interp.cli import (Parser, add_model_args, add_output_args, fail, index_list, load_model_from_args, name_list,
                         non_negative_int, positive_int, positive_int_list, run, seed)
-from interp.edges.data import TASKS, check_length
-from interp.edges.preflight import ModelShape, check_request, model_shape
-from interp.edges.study import EDGE_ROW_SHAPE, EdgeStudyConfig, claim_summary, edge_study, summary_table, sweep_summary
-from interp.journal import RowJournal
-from interp.naming import model_name, slug
-from interp.results import to_markdown, write_table
+from interp.core.journal import RowJournal
+from interp.core.naming import model_name, slug
+from interp.core.tables import to_markdown, write_table
+from interp.experiments.edge_study import (EDGE_ROW_SHAPE, EdgeStudyConfig, claim_summary, edge_study, summary_table,
+                                           sweep_summary)
+from interp.interventions.edges.data import TASKS, check_length
+from interp.interventions.edges.preflight import ModelShape, check_request, model_shape
 
 DEFAULT_N = 32
 DEFAULT_SWEEP_N = 8

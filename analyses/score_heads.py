@@ -11,14 +11,14 @@ import sys
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         load_model_from_args, name_list, positive_int, positive_int_list, prompt_config_from_args,
                         results_suffix, run, seed, source_from_args)
+from interp.core.lm import context_length
+from interp.core.locking import TableLock
+from interp.core.naming import model_name
+from interp.core.tables import to_markdown, write_table
+from interp.data.tasks import TASK_NAMES
 from interp.experiments import AblationConfig, ablation_prompt_sets, add_task_attention, check_prompt_context
-from interp.lm import context_length
-from interp.locking import TableLock
-from interp.naming import model_name
-from interp.results import to_markdown, write_table
-from interp.score_tables import model_dtype
-from interp.scoring import score_heads
-from interp.tasks import TASK_NAMES
+from interp.measure.head_scores import score_heads
+from interp.measure.score_tables import model_dtype
 
 
 def check_probe_length(parser: Parser, model, half_length: int, bos: bool) -> None:

@@ -4,7 +4,7 @@
     python analyses/show_heads.py --task UR --heads 18.6 --length 20 --example 3 --out figures/ur.html
 
 Heads are LAYER.HEAD (query heads); ``[Q]`` marks the query position, ``[A]`` the answer's source
-in the test input (see ``interp.viz``).
+in the test input (see ``interp.figures.attention``).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from pathlib import Path
 from interp.cli import (Parser, add_model_args, add_prompt_args, add_source_args, fail, load_model_from_args,
                         non_negative_int, positive_int, prompt_config_from_args, run, seed, source_from_args, task_name,
                         writable_file)
-from interp.datasets import PaperData
-from interp.heads import parse_heads
-from interp.tasks import TASK_NAMES
-from interp.viz import VIEW_KINDS, attention_view, save_attention_view
+from interp.core.heads import parse_heads
+from interp.data.paper_files import PaperData
+from interp.data.tasks import TASK_NAMES
+from interp.figures.attention import VIEW_KINDS, attention_view, save_attention_view
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -2,15 +2,15 @@
 
     python analyses/theory_table.py --lengths 10,50,100,200,500 --n 100
 
-Writes ``<out>/theory_table.{csv,json,md}``. See ``interp.theory`` for what each column means."""
+Writes ``<out>/theory_table.{csv,json,md}``. See ``interp.experiments.theory_table`` for what each column means."""
 
 from __future__ import annotations
 
 import sys
 
-from interp.cli import (Parser, add_output_args, positive_int, positive_int_list, run, seed)
-from interp.results import write_table
-from interp.theory import (DEFAULT_LENGTHS, DEFINITION, TRAIN_LENGTH, disagreements, format_theory_table, legend,
+from interp.cli import Parser, add_output_args, positive_int, positive_int_list, run, seed
+from interp.core.tables import write_table
+from interp.experiments.theory_table import (DEFAULT_LENGTHS, DEFINITION, TRAIN_LENGTH, disagreements, format_theory_table, legend,
                            theory_rows)
 
 

@@ -18,10 +18,10 @@ import sys
 import time
 from dataclasses import asdict, replace
 
-from interp.cli import (Parser, add_output_args, fraction, name_list, positive_int, run, seed, task_list)
-from interp.results import to_markdown, write_table
-from interp.scratch import POSITIONALS, PRESETS, train_table, verdict
-from interp.tasks import TASK_NAMES
+from interp.cli import Parser, add_output_args, fraction, name_list, positive_int, run, seed, task_list
+from interp.core.tables import to_markdown, write_table
+from interp.experiments.from_scratch import POSITIONALS, PRESETS, train_table, verdict
+from interp.data.tasks import TASK_NAMES
 
 
 def build_parser() -> Parser:

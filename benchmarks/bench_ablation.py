@@ -19,7 +19,7 @@ from _harness import add_timing_args, compare, print_header  # noqa: E402
 
 from interp.experiments.head_ablation import AblationConfig, ablation_study  # noqa: E402
 from interp.models import load_model  # noqa: E402
-from interp.scoring import score_heads  # noqa: E402
+from interp.measure.head_scores import score_heads  # noqa: E402
 
 
 def main() -> None:

@@ -25,12 +25,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _harness import add_timing_args, compare_many, format_load, load_average, print_header  # noqa: E402
 
-from interp.ablation import compute_head_means  # noqa: E402
-from interp.attribution import agreement, attribution_sweep, recheck  # noqa: E402
-from interp.evaluate import resolve_prepend_bos, task_prompts  # noqa: E402
+from interp.interventions.ablation import compute_head_means  # noqa: E402
+from interp.interventions.attribution import agreement, attribution_sweep, recheck  # noqa: E402
+from interp.measure.encoding import encode_for  # noqa: E402
+from interp.measure.evaluate import task_prompts  # noqa: E402
 from interp.models import load_model  # noqa: E402
-from interp.prompts import PromptConfig, encode_prompts  # noqa: E402
-from interp.sweep import head_sweep  # noqa: E402
+from interp.prompts import PromptConfig  # noqa: E402
+from interp.interventions.sweep import head_sweep  # noqa: E402
 
 EXACT = "exact head_sweep"
 
@@ -78,9 +79,8 @@ def main() -> None:
     variants = ["atp", *[v for v in args.variants if v != "atp"]]
     model = load_model(device="cpu")
     config = PromptConfig()
-    bos = resolve_prepend_bos(model, config)
-    encoded = encode_prompts(model.tokenizer, task_prompts(model, args.task, args.length, args.n, 0, config), bos)
-    reference = encode_prompts(model.tokenizer, task_prompts(model, args.task, args.length, args.n, 10_000, config), bos)
+    encoded = encode_for(model, task_prompts(model, args.task, args.length, args.n, 0, config), config)
+    reference = encode_for(model, task_prompts(model, args.task, args.length, args.n, 10_000, config), config)
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
     print_header(f"bench_attribution: {args.task} at length {args.length}, {args.n} prompts of "
                  f"{max(len(p.ids) for p in encoded)} tokens, all {n_layers * n_heads} heads")

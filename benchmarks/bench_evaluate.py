@@ -16,7 +16,7 @@ from _harness import add_timing_args, compare, print_header  # noqa: E402
 
 import torch  # noqa: E402
 
-from interp.evaluate import evaluate_prompts, task_prompts  # noqa: E402
+from interp.measure.evaluate import evaluate_prompts, task_prompts  # noqa: E402
 from interp.models import load_model  # noqa: E402
 
 

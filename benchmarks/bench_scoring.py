@@ -17,8 +17,8 @@ import torch  # noqa: E402
 from transformer_lens.head_detector import detect_head  # noqa: E402
 
 from interp.models import load_model  # noqa: E402
-from interp.scoring import detect_induction_batched, repeated_random_tokens, score_heads, spearman  # noqa: E402
-from interp.vocab import word_vocabulary  # noqa: E402
+from interp.measure.head_scores import detect_induction_batched, repeated_random_tokens, score_heads, spearman  # noqa: E402
+from interp.data.vocab import word_vocabulary  # noqa: E402
 
 
 def main() -> None:

@@ -17,10 +17,12 @@ from _harness import add_timing_args, compare, print_header  # noqa: E402
 
 import torch  # noqa: E402
 
-from interp.evaluate import resolve_prepend_bos, task_prompts  # noqa: E402
+from interp.measure.encoding import encode_for
+
+from interp.measure.evaluate import task_prompts  # noqa: E402
 from interp.models import load_model  # noqa: E402
-from interp.prompts import PromptConfig, encode_prompts  # noqa: E402
-from interp.sweep import head_sweep, naive_head_sweep  # noqa: E402
+from interp.prompts import PromptConfig  # noqa: E402
+from interp.interventions.sweep import head_sweep, naive_head_sweep  # noqa: E402
 
 
 def main() -> None:
@@ -32,7 +34,7 @@ def main() -> None:
     args = parser.parse_args()
     model = load_model(device="cpu")
     prompts = task_prompts(model, "UF", 10, args.n)
-    encoded = encode_prompts(model.tokenizer, prompts, resolve_prepend_bos(model, PromptConfig()))
+    encoded = encode_for(model, prompts, PromptConfig())
     heads = [(l, h) for l in range(0, model.cfg.n_layers, args.every) for h in range(model.cfg.n_heads)]
     print_header(f"bench_sweep: {len(heads)} heads (every {args.every}th layer), {args.n} UF prompts of "
                  f"{max(len(p.ids) for p in encoded)} tokens")

@@ -16,12 +16,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _harness import add_timing_args, compare, print_header  # noqa: E402
 
-from interp.evaluate import evaluate_prompts, generate_accuracy, resolve_prepend_bos, task_prompts  # noqa: E402
+from interp.measure.encoding import encode_for
+
+from interp.measure.evaluate import evaluate_prompts, generate_accuracy, task_prompts  # noqa: E402
 from interp.models import load_model  # noqa: E402
-from interp.prompts import PromptConfig, encode_prompts  # noqa: E402
-from interp.realistic.alignment import departure_from_predictions, transition_index  # noqa: E402
-from interp.generation import greedy_answers  # noqa: E402
-from interp.teacher_forcing import teacher_forced_scores  # noqa: E402
+from interp.prompts import PromptConfig  # noqa: E402
+from interp.experiments.realistic.alignment import departure_from_predictions, transition_index  # noqa: E402
+from interp.measure.generation import greedy_answers  # noqa: E402
+from interp.measure.teacher_forcing import teacher_forced_scores  # noqa: E402
 
 
 def parse_case(text: str) -> tuple[str, int, int]:
@@ -42,10 +44,10 @@ def check_case(model, task: str, length: int, n: int, repeats: int, warmup: int)
     print(f"{task} n={length}, {n} prompts: teacher-forced accuracy {tf.accuracy:.3f}, "
           f"generate accuracy {gen_acc:.3f}, per-example agreement {hits == tf.correct.tolist()}; "
           f"token accuracy {tf.token_accuracy.mean():.3f}")
-    encoded = encode_prompts(model.tokenizer, prompts, prepend_bos=resolve_prepend_bos(model, PromptConfig()))
+    encoded = encode_for(model, prompts, PromptConfig())
     forced = teacher_forced_scores(model, encoded, progress=False, keep_predictions=True).predictions
     greedy = greedy_answers(model, encoded, progress=False)
-    tf_departures = [departure_from_predictions(p.answer_ids, f, p.end_ids) for p, f in zip(encoded, forced)]
+    tf_departures = [departure_from_predictions(p.answer_ids, f, p.end) for p, f in zip(encoded, forced)]
     greedy_departures = [transition_index(p.answer_ids, g) for p, g in zip(encoded, greedy)]
     same_token = all(t is None or t >= len(g) or g[t] == f[t]
                      for t, g, f in zip(greedy_departures, greedy, forced))

@@ -1,6 +1,10 @@
 """interp: a mechanistic-interpretability toolkit for the experiments of
 *Born a Transformer -- Always a Transformer?* (Veitsman et al., 2025).
 
+The packages follow the flow of data, each importing only those before it: ``core`` ->
+``data`` -> ``crasp`` (the theory) -> ``prompts`` -> ``models`` -> ``measure`` ->
+``interventions`` -> ``training`` -> ``experiments`` -> ``figures`` -> ``cli``.
+
 Submodules are imported on first use, so that light tools (figures from results files) do
 not pay for importing torch and transformers."""
 
@@ -8,9 +12,10 @@ from importlib import import_module
 
 _EXPORTS = {
     "load_model": "models",
-    "TASKS": "tasks", "TASK_NAMES": "tasks", "TaskExample": "tasks", "TaskSpec": "tasks",
-    "generate_examples": "tasks", "get_task": "tasks",
-    "evaluate_task": "evaluate", "score_heads": "scoring", "ablated": "ablation", "ablation_hooks": "ablation",
+    "TASKS": "data.tasks", "TASK_NAMES": "data.tasks", "TaskExample": "data.tasks", "TaskSpec": "data.tasks",
+    "generate_examples": "data.tasks", "get_task": "data.tasks",
+    "evaluate_task": "measure.evaluate", "score_heads": "measure.head_scores",
+    "ablated": "interventions.ablation", "ablation_hooks": "interventions.ablation",
 }
 
 __all__ = sorted(_EXPORTS)

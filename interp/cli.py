@@ -15,8 +15,8 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .locking import TableInUseError
-from .naming import EMBEDDED_MODEL
+from interp.core.locking import TableInUseError
+from interp.core.naming import EMBEDDED_MODEL
 
 
 class Parser(argparse.ArgumentParser):
@@ -133,7 +133,7 @@ def name_list(choices: Sequence[str], what: str, allow_all: bool = True) -> Call
 
 
 def task_list(text: str) -> list[str]:
-    from .tasks import TASK_NAMES
+    from interp.data.tasks import TASK_NAMES
 
     return name_list(TASK_NAMES, "tasks")(text)
 
@@ -153,7 +153,7 @@ def index_list(text: str) -> list[int] | None:
 
 def task_name(text: str) -> str:
     """One task name (case-insensitive) -> its canonical spelling."""
-    from .tasks import get_task
+    from interp.data.tasks import get_task
 
     try:
         return get_task(text).name
@@ -209,7 +209,7 @@ def add_output_args(parser: argparse.ArgumentParser, default_dir: str = "results
 
 
 def add_prompt_args(parser: argparse.ArgumentParser, shots: int = 5) -> None:
-    from .prompts import ALL_TEMPLATES, PROTOCOLS
+    from interp.prompts import ALL_TEMPLATES, PROTOCOLS
 
     parser.add_argument("--shots", type=non_negative_int, default=shots,
                         help=f"in-context demonstrations per prompt (default: {shots})")
@@ -224,8 +224,8 @@ def add_prompt_args(parser: argparse.ArgumentParser, shots: int = 5) -> None:
 def prompt_config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace, tasks: Sequence[str] = ()):
     """The :class:`interp.prompts.PromptConfig` of ``--shots`` / ``--protocol`` / ``--template``;
     with ``tasks``, a template that does not apply to one of them is refused here, by name."""
-    from .prompts import PromptConfig
-    from .tasks import get_task
+    from interp.data.tasks import get_task
+    from interp.prompts import PromptConfig
 
     try:
         if args.protocol == "paper":
@@ -243,7 +243,7 @@ def prompt_config_from_args(parser: argparse.ArgumentParser, args: argparse.Name
 
 
 def add_source_args(parser: argparse.ArgumentParser) -> None:
-    from .tasks import REPEATS
+    from interp.data.tasks import REPEATS
 
     parser.add_argument("--data", action="append", default=None, metavar="FILE",
                         help="evaluate the records of the paper's JSONL file(s) instead of generated examples "
@@ -256,7 +256,7 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
 
 def source_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace, tasks):
     """The examples' source: the paper's files of ``--data`` (records of ``tasks``), else the generator."""
-    from .datasets import Generated, read_paper_jsonl
+    from interp.data.paper_files import Generated, read_paper_jsonl
 
     if not args.data:
         return Generated(repeats=args.repeats)
@@ -282,7 +282,7 @@ def input_error_argument(message: str, args: argparse.Namespace) -> str:
 
 def load_model_from_args(args: argparse.Namespace):
     """The model the common arguments describe (with its adapter, when one is named)."""
-    from .models import load_model
+    from interp.models import load_model
 
     kwargs = dict(device=None if args.device_map else args.device, dtype=args.dtype, device_map=args.device_map)
     if getattr(args, "adapter", None):
@@ -294,7 +294,7 @@ def results_suffix(args: argparse.Namespace) -> str:
     """``_<model>`` (with its adapter: ``_smollm2-135m+ub``; in another dtype than float32:
     ``_smollm2-135m_bfloat16``) for the result files of a run, so runs of different models or
     dtypes never overwrite each other."""
-    from .naming import canonical_name, model_label, with_adapter
+    from interp.core.naming import canonical_name, model_label, with_adapter
 
     label = model_label(with_adapter(canonical_name(args.model), getattr(args, "adapter", None)))
     dtype = getattr(args, "dtype", None)

@@ -2,15 +2,15 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from interp.ablation import ablation_hooks, compute_head_means
-from interp.attribution import agreement, answer_logprob, attribution_sweep, head_attributions
-from interp.batching import in_input_order, padded_batches, right_pad
-from interp.evaluate import task_prompts
-from interp.heads import Head
+from interp.interventions.ablation import ablation_hooks, compute_head_means
+from interp.interventions.attribution import agreement, answer_logprob, attribution_sweep, head_attributions
+from interp.measure.batching import in_input_order, padded_batches, right_pad
+from interp.measure.evaluate import task_prompts
+from interp.core.heads import Head
 from interp.prompts import PromptConfig, encode_prompts
-from interp.sweep import head_sweep
-from interp.replay import run_clean
-from interp.teacher_forcing import AnswerPositions, AnswerScores, scores_from_logits, select_positions_hook, teacher_forced_scores
+from interp.interventions.sweep import head_sweep
+from interp.interventions.replay import run_clean
+from interp.measure.teacher_forcing import AnswerPositions, AnswerScores, scores_from_logits, select_positions_hook, teacher_forced_scores
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +201,7 @@ def test_integrated_gradients_add_up_to_ablating_every_head(tiny_llama, uf_promp
 
 
 def test_recheck_replaces_exactly_the_flagged_heads(tiny_llama, uf_prompts):
-    from interp.attribution import recheck
+    from interp.interventions.attribution import recheck
 
     screen = attribution_sweep(tiny_llama, uf_prompts, "zero", progress=False)
     flagged = screen.flagged_heads(2)

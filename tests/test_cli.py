@@ -97,7 +97,7 @@ def test_a_corrupt_checkpoint_names_the_file_and_the_way_out(tmp_path):
 
 
 def test_an_adapter_for_another_base_model_is_refused():
-    from interp.adapters import merge_adapter
+    from interp.models.adapters import merge_adapter
     from interp.models import load_hf_model
 
     model, _ = load_hf_model("tiny-llama")
@@ -108,7 +108,7 @@ def test_an_adapter_for_another_base_model_is_refused():
 
 
 def test_a_binary_results_file_is_named(tmp_path):
-    from interp.results import read_csv
+    from interp.core.tables import read_csv
 
     path = tmp_path / "ablation.csv"
     path.write_bytes(bytes(range(256)) * 4)
@@ -117,8 +117,8 @@ def test_a_binary_results_file_is_named(tmp_path):
 
 
 def test_heads_must_be_whole_numbers_and_sweeps_unique(tiny_llama):
-    from interp.heads import validate_heads
-    from interp.sweep import head_sweep
+    from interp.core.heads import validate_heads
+    from interp.interventions.sweep import head_sweep
 
     with pytest.raises(ValueError, match="1.7 is not a whole-number index"):
         validate_heads([(1.7, 0)])
@@ -129,7 +129,7 @@ def test_heads_must_be_whole_numbers_and_sweeps_unique(tiny_llama):
 def test_the_attribution_screen_writes_estimates_and_exact_rechecks(tmp_path, capsys):
     import head_sweep
 
-    from interp.results import read_csv
+    from interp.core.tables import read_csv
 
     argv = [*TINY, "--out", str(tmp_path), "--task", "UF", "--length", "4", "--n", "3", "--method", "attribution"]
     assert head_sweep.main([*argv, "--recheck", "2"]) == 0

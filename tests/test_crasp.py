@@ -11,8 +11,8 @@ import torch
 from interp import crasp
 from interp.crasp import (AMBIGUOUS, NONE, PREVIOUS, PROGRAMS, STOP, Distance, Symbols, Vocabulary, buckets, count,
                           decode_argmax, decode_next, encode, encode_batch, initial, lookup, symbols)
-from interp.tasks import ALNUM, TASKS, TaskExample, generate_examples
-from interp.theory import disagreements, theory_rows, vocabulary_for
+from interp.data.tasks import ALNUM, TASKS, TaskExample, generate_examples
+from interp.experiments.theory_table import disagreements, theory_rows, vocabulary_for
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from interp.datasets import Generated, read_paper_jsonl
-from interp.evaluate import evaluate_prompts, task_prompts
+from interp.data.paper_files import Generated, read_paper_jsonl
+from interp.measure.evaluate import evaluate_prompts, task_prompts
 from interp.prompts import PromptConfig, encode_prompts, prompt_layout
-from interp.tasks import LETTERS, TASK_NAMES, generate_examples, get_task
+from interp.data.tasks import LETTERS, TASK_NAMES, generate_examples, get_task
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "fixtures" / "paper_data"
@@ -97,7 +97,7 @@ def test_paper_retrieval_prompt_is_the_papers_text(tiny_llama):
 
 
 def test_paper_protocol_ends_and_bos(tiny_llama):
-    from interp.evaluate import resolve_prepend_bos
+    from interp.measure.encoding import resolve_prepend_bos
 
     config = PromptConfig.paper("obey")
     prompt = task_prompts(tiny_llama, "UF", 5, 1, prompt_config=config)[0]
@@ -108,9 +108,9 @@ def test_paper_protocol_ends_and_bos(tiny_llama):
     (paper,) = encode_prompts(tokenizer, [prompt], False)
     (ours,) = encode_prompts(tokenizer, task_prompts(tiny_llama, "UF", 5, 1), False)
     newline = tokenizer.encode("\n", add_special_tokens=False)[0]
-    assert newline in ours.end_ids and newline not in paper.end_ids  # a copy followed by one newline fails the paper
+    assert ours.end.accepts(newline) and not paper.end.accepts(newline)  # a copy followed by one newline fails the paper
     retrieval = encode_prompts(tokenizer, task_prompts(tiny_llama, "UR", 6, 1, prompt_config=PromptConfig.paper()), False)[0]
-    assert retrieval.end_ids == frozenset()  # the paper reads the answer's first symbol only
+    assert not retrieval.end.required and retrieval.end.accepts(newline)  # the paper reads the answer's first symbol only
     with pytest.raises(ValueError, match="not a template of the 'paper' protocol"):
         PromptConfig(protocol="paper", template="xyz")
     with pytest.raises(ValueError, match="does not apply to retrieval tasks"):
@@ -139,7 +139,7 @@ def test_directional_bias_script_on_the_papers_files(tmp_path, capsys):
         argv += ["--data", str(path)]
     assert directional_bias.main(argv) == 0
     printed = capsys.readouterr().out
-    from interp.results import read_csv
+    from interp.core.tables import read_csv
 
     rows = read_csv(tmp_path / "directional_bias_tiny-llama.csv")
     assert {(r["task"], r["length"]) for r in rows} == {("UL", 6), ("UR", 6)}

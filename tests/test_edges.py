@@ -1,4 +1,4 @@
-"""Edge patching (interp.edges): batched hooks against the per-query reference, on tiny Llama (MHA and 12/2 GQA),
+"""Edge patching (interp.interventions.edges): batched hooks against the per-query reference, on tiny Llama (MHA and 12/2 GQA),
 Qwen2 and GPT-2 models; the branched forward; the protocol's prompts; analyses/patch_edges.py."""
 
 import importlib.util
@@ -10,15 +10,15 @@ import torch
 from transformer_lens.utilities import get_act_name
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-from interp.ablation import HookCounter
-from interp.edges import EdgePatch, Edges, attention_layout, capture_source_hooks, copying_prompts, cut, edge_patch_hooks
-from interp.edges.branching import branch, run_branched
+from interp.interventions.ablation import HookCounter
+from interp.interventions.edges import EdgePatch, Edges, attention_layout, capture_source_hooks, copying_prompts, cut, edge_patch_hooks
+from interp.interventions.edges.branching import branch, run_branched
 from interp.figures.edges import edge_figures, edge_layer_figure, edge_patching_figure
-from interp.edges.reference import ReferencePatch, reference_run
-from interp.edges.study import CONDITIONS, Branch, EdgeStudyConfig, branch_logits, edge_study
-from interp.stats import mean_and_sem, wilson_interval
+from interp.interventions.edges.reference import ReferencePatch, reference_run
+from interp.experiments.edge_study import CONDITIONS, Branch, EdgeStudyConfig, branch_logits, edge_study
+from interp.core.stats import mean_and_sem, wilson_interval
 from interp.models import bridge_from_hf, tiny_tokenizer
-from interp.results import read_csv
+from interp.core.tables import read_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 ATOL = 1e-5
@@ -340,7 +340,7 @@ def test_embedded_model_batched_equals_reference(embedded):
 
 
 def test_layer_and_head_choices_are_checked_against_the_model():
-    from interp.edges.patching import check_heads, check_layers
+    from interp.interventions.edges.patching import check_heads, check_layers
 
     assert check_layers([3, 1, 3], 4) == (1, 3) and check_heads(None, 3) == (0, 1, 2)
     with pytest.raises(ValueError, match=r"--heads: query head\(s\) \[5\] out of range; the model has query heads 0-3"):

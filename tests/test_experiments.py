@@ -8,15 +8,16 @@ import pytest
 import torch
 
 import interp.experiments.head_ablation as experiments
-from interp.ablation import ablation_hooks, compute_head_means
-from interp.evaluate import evaluate_prompts, resolve_prepend_bos
+from interp.measure.encoding import encode_for
+from interp.interventions.ablation import ablation_hooks, compute_head_means
+from interp.measure.evaluate import evaluate_prompts
 from interp.experiments import (AblationConfig, ablation_prompt_sets, ablation_study, ablation_summary,
                                 directional_bias, pair_table, reference_means)
-from interp.heads import parse_heads
-from interp.journal import RowJournal
-from interp.results import read_csv, write_table
-from interp.scoring import score_heads
-from interp.tasks import get_task
+from interp.core.heads import parse_heads
+from interp.core.journal import RowJournal
+from interp.core.tables import read_csv, write_table
+from interp.data.tasks import get_task
+from interp.measure.head_scores import score_heads
 
 CONFIG = AblationConfig(tasks=("UF", "UR"), lengths=(6,), k=2, n_examples=6, random_seeds=(0,), n_reference=4,
                         batch_size=4)
@@ -133,11 +134,10 @@ def test_a_killed_study_resumes_and_keeps_the_finished_table(tiny_llama, scores,
 def test_head_means_pool_real_tokens_only(tiny_llama):
     """Padding never enters the means: one batch of two prompts of different lengths gives the
     means of two unpadded batches."""
-    from interp.prompts import encode_prompts
 
     sets = ablation_prompt_sets(tiny_llama, CONFIG)
     prompts = [sets[("UF", 6)][0], sets[("UR", 6)][0]]
-    encoded = encode_prompts(tiny_llama.tokenizer, prompts, resolve_prepend_bos(tiny_llama, CONFIG.prompt_config))
+    encoded = encode_for(tiny_llama, prompts, CONFIG.prompt_config)
     assert len(encoded[0].ids) != len(encoded[1].ids)
     padded = compute_head_means(tiny_llama, encoded, batch_size=2, progress=False)
     unpadded = compute_head_means(tiny_llama, encoded, batch_size=1, progress=False)

@@ -1,14 +1,14 @@
 import pytest
 import torch
 
-from interp.ablation import HookCounter, ablated, ablation_hooks, compute_head_means, random_heads
-from interp.evaluate import task_prompts
+from interp.interventions.ablation import HookCounter, ablated, ablation_hooks, compute_head_means, random_heads
+from interp.measure.evaluate import task_prompts
 from interp.experiments import AblationConfig, ablation_conditions
-from interp.heads import Head, parse_heads
+from interp.core.heads import Head, parse_heads
 from interp.prompts import PromptConfig, encode_prompts
-from interp.scoring import (HeadScores, detect_induction_batched, repeated_random_tokens, score_heads, spearman,
+from interp.measure.head_scores import (HeadScores, detect_induction_batched, repeated_random_tokens, score_heads, spearman,
                             task_attention_scores, token_pool)
-from interp.sweep import head_sweep, naive_head_sweep
+from interp.interventions.sweep import head_sweep, naive_head_sweep
 
 N = 8  # half length of the probe sequences in these tests
 
@@ -64,7 +64,7 @@ def test_task_attention_scores_a_forced_head(tiny_llama):
     """A head forced to attend from every position to the answer source scores 1."""
     prompts = task_prompts(tiny_llama, "UR", 8, 3, prompt_config=PromptConfig(n_shots=1))
     encoded = encode_prompts(tiny_llama.tokenizer, prompts, True)
-    from interp.scoring import answer_source_positions
+    from interp.measure.head_scores import answer_source_positions
 
     pairs = [dict(answer_source_positions(tiny_llama.tokenizer, p, e)) for p, e in zip(prompts, encoded)]
     for p, e, pos in zip(prompts, encoded, pairs):
@@ -170,7 +170,7 @@ def test_embedded_induction_heads_and_detect_head_agreement(embedded):
     """L18H6 tops the induction table, and TransformerLens's detect_head ranks heads the same way."""
     from transformer_lens.head_detector import detect_head
 
-    from interp.vocab import word_vocabulary
+    from interp.data.vocab import word_vocabulary
 
     tokenizer = embedded.tokenizer
     words = word_vocabulary(tokenizer, 200)

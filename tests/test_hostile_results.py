@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from interp.experiments import AblationConfig, study_head_scores
-from interp.journal import RowJournal
-from interp.locking import TableInUseError, TableLock
-from interp.results import read_csv, stem_file
+from interp.core.journal import RowJournal
+from interp.core.locking import TableInUseError, TableLock
+from interp.core.tables import read_csv, stem_file
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPE = {"task": str, "length": int, "accuracy": (int, float)}
@@ -108,7 +108,7 @@ def test_a_row_of_another_configuration_is_never_read(tmp_path, caplog):
 
 # --------------------------------------------------------------------------- one writer per table
 
-HOLD_LOCK = "import sys, time; from interp.locking import TableLock; lock = TableLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(600)"
+HOLD_LOCK = "import sys, time; from interp.core.locking import TableLock; lock = TableLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(600)"
 
 
 def test_a_live_holder_is_refused_by_name_and_a_dead_ones_lock_is_taken_over(tmp_path, caplog):
@@ -305,7 +305,7 @@ def test_smaller_input_problems_are_refused_by_name(argv, fragment, capsys, tmp_
 
 
 def test_data_given_twice_would_have_doubled_n():
-    from interp.datasets import read_paper_jsonl
+    from interp.data.paper_files import read_paper_jsonl
 
     once = read_paper_jsonl([FIXTURES / "retrieval_unique_len6.jsonl"], ["UR"])
     assert len(once.examples("UR", 6)) == 4  # given twice, the run saw 8
@@ -314,8 +314,8 @@ def test_data_given_twice_would_have_doubled_n():
 
 
 def test_blank_items_are_refused_in_a_vocabulary():
-    from interp.datasets import Generated
-    from interp.tasks import check_vocabulary, get_task
+    from interp.data.paper_files import Generated
+    from interp.data.tasks import check_vocabulary, get_task
 
     for items in (("a", "b", ""), ("a", "b", " "), ("a", "b\n", "c")):
         with pytest.raises(ValueError, match="every item must be a visible symbol"):
@@ -333,7 +333,7 @@ def test_device_map_is_refused_for_models_loaded_whole():
 
 def test_the_ablation_log_names_the_length(tiny_llama):
     from interp.experiments import ablation_study
-    from interp.scoring import score_heads
+    from interp.measure.head_scores import score_heads
 
     scores = score_heads(tiny_llama, n_sequences=2, half_length=5, progress=False)
     config = AblationConfig(tasks=("UR",), lengths=(6,), k=2, n_examples=2, kinds=("zero",), random_seeds=())
@@ -359,7 +359,7 @@ class FakeClock:
 
 
 def test_timing_after_a_resume_counts_the_killed_part_too(tmp_path, monkeypatch):
-    import interp.run_timing as run_timing
+    import interp.training.run_timing as run_timing
 
     clock = FakeClock()
     monkeypatch.setattr(run_timing, "time", clock)

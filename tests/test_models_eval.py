@@ -4,10 +4,10 @@ import torch
 
 from conftest import assert_same_bridge
 
-from interp.evaluate import evaluate_prompts, generate_accuracy, normalize_answer, scores_from_logits, task_prompts
+from interp.measure.evaluate import evaluate_prompts, generate_accuracy, scores_from_logits, task_prompts
 from interp.models import ModelNotFoundError, load_model, resolve_device
-from interp.prompts import EncodedPrompt, PromptConfig
-from interp.vocab import item_token_ids, single_token_vocabulary
+from interp.prompts import AnswerEnd, EncodedPrompt, PromptConfig
+from interp.data.vocab import item_token_ids, single_token_vocabulary
 
 
 def test_unknown_model_error_names_what_was_looked_for():
@@ -38,17 +38,13 @@ def test_tiny_tokenizer_items_are_single_tokens(tiny_llama):
 
 
 def test_teacher_forced_exact_match_logic():
-    p = EncodedPrompt(prompt_ids=(1, 2, 3), answer_ids=(4, 5), end_ids=frozenset({9}))
+    p = EncodedPrompt(prompt_ids=(1, 2, 3), answer_ids=(4, 5), end=AnswerEnd(frozenset({9})))
     logits = torch.zeros(1, 5, 10)
     logits[0, 2, 4] = logits[0, 3, 5] = logits[0, 4, 9] = 1.0  # positions 2,3 predict answer, 4 the end
     assert scores_from_logits(logits, [p]).correct.tolist() == [True]
     logits[0, 4, 9], logits[0, 4, 6] = 0.0, 1.0  # keeps going after a correct copy: not exact
     scores = scores_from_logits(logits, [p])
     assert scores.correct.tolist() == [False] and scores.token_accuracy.tolist() == [1.0]
-
-
-def test_normalize_answer():
-    assert normalize_answer(" a b c <eos>\n<bos> x") == "abc"
 
 
 def test_hooks_pass_through_evaluation(tiny_llama):
@@ -103,7 +99,7 @@ def test_local_checkpoint_folder_loads_as_bridge(tmp_path):
 def test_processed_weight_cache_gives_the_same_bridge(tmp_path, name):
     """A bridge whose processed weights come from the cache equals one processed from scratch:
     logits, every hook (hook_pattern and hook_z included) and the state dict, bit for bit."""
-    from interp.bridge import weights_processed
+    from interp.models.bridge import weights_processed
     from interp.models import bridge_from_hf, load_hf_model, processed_weights_file
 
     fresh = bridge_from_hf(*load_hf_model(name), name, torch.device("cpu"), processed_cache=tmp_path)

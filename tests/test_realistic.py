@@ -7,18 +7,18 @@ import random
 
 import pytest
 
-from interp.prompts import EncodedPrompt
-from interp.realistic.alignment import (ambiguous_positions, base_rate, departure_from_predictions, edit_transitions,
+from interp.prompts import AnswerEnd, EncodedPrompt
+from interp.experiments.realistic.alignment import (ambiguous_positions, base_rate, departure_from_predictions, edit_transitions,
                                         needleman_wunsch, successors, transition_index)
-from interp.realistic.common import (TextPrompt, encode_text_prompt, greedy_answers, split_is_natural,
+from interp.experiments.realistic.common import (TextPrompt, encode_text_prompt, greedy_answers, split_is_natural,
                                      teacher_forced_scores)
-from interp.realistic.git_history import (GIT_ACTIONS, GIT_TOPICS, GitConfig, History, answer_text, evaluate_git,
+from interp.experiments.realistic.git_history import (GIT_ACTIONS, GIT_TOPICS, GitConfig, History, answer_text, evaluate_git,
                                           expected_lines, git_examples, git_prompt, lines_match, parse_answer_lines,
                                           random_history, run_git, write_git_table)
-from interp.realistic.lorem import (ECHO_DEMOS, LoremConfig, analyse_copy, echo_prompt, lorem_paragraph,
+from interp.experiments.realistic.lorem import (ECHO_DEMOS, LoremConfig, analyse_copy, echo_prompt, lorem_paragraph,
                                     lorem_paragraphs, run_lorem, scramble_round, summarize_copies, truncate,
                                     write_lorem_tables)
-from interp.realistic.lorem_words import LOREM_WORDS
+from interp.experiments.realistic.lorem_words import LOREM_WORDS
 
 # --------------------------------------------------------------------------- ambiguity and transitions
 
@@ -70,7 +70,7 @@ def test_transition_at_the_classic_induction_error_is_ambiguous():
 
 def test_departure_from_predictions_matches_transition_index():
     reference = [5, 6, 7, 5, 8]
-    end = frozenset({99})
+    end = AnswerEnd(frozenset({99}))
     assert departure_from_predictions(reference, [5, 6, 7, 5, 8, 99], end) is None
     assert departure_from_predictions(reference, [5, 6, 7, 5, 6, 99], end) == 4
     assert departure_from_predictions(reference, [5, 6, 7, 5, 8, 5], end) == 5   # does not stop
@@ -102,7 +102,7 @@ def test_edit_transitions_group_cascades_and_use_positions():
 
 def test_analyse_copy_classifies_each_kind_of_departure():
     reference = [5, 6, 7, 5, 8]      # positions 1 and 4 are ambiguous (token 5 precedes 6 and 8)
-    end = frozenset({99})
+    end = AnswerEnd(frozenset({99}))
     decode = lambda ids: "".join(f"<{i}>" for i in ids)
     # wrong at 0, at 4 and fails to stop; right elsewhere
     result = analyse_copy(0, reference, [1, 6, 7, 5, 6, 3], end, decode)
@@ -265,10 +265,10 @@ def test_teacher_forced_departure_equals_greedy_generation(tiny):
     own greedy continuation as the reference, then corrupt one token of it."""
     tokenizer = tiny.tokenizer
     prompt_ids = tuple(tokenizer.encode("Paragraph:\n<start> a b c <end>\nEcho:\n<start>"))
-    probe = EncodedPrompt(prompt_ids, (0,) * 8, frozenset())
+    probe = EncodedPrompt(prompt_ids, (0,) * 8, AnswerEnd.not_required())
     own = greedy_answers(tiny, [probe], slack=1, progress=False)[0][:8]
     assert len(own) == 8
-    stop = frozenset({tokenizer.eos_token_id})
+    stop = AnswerEnd(frozenset({tokenizer.eos_token_id}))
     exactly = EncodedPrompt(prompt_ids, own, stop)
     forced = teacher_forced_scores(tiny, [exactly], progress=False, keep_predictions=True).predictions[0]
     assert forced[:8] == own
@@ -287,7 +287,7 @@ def test_encoded_split_is_natural_for_both_prompts(tiny):
     tokenizer = tiny.tokenizer
     assert split_is_natural(tokenizer, echo_prompt("Dolor sit amet. Sed ut.", n_shots=1))
     assert split_is_natural(tokenizer, git_prompt(HAND_MADE, "revert", [HAND_MADE]))
-    encoded = encode_text_prompt(tokenizer, TextPrompt("ab", " cd", "."), frozenset({1}), prepend_bos=True)
+    encoded = encode_text_prompt(tokenizer, TextPrompt("ab", " cd", "."), AnswerEnd(frozenset({1})), prepend_bos=True)
     assert encoded.prompt_ids[0] == tokenizer.bos_token_id and encoded.answer_start == len(encoded.prompt_ids)
 
 

@@ -2,7 +2,7 @@ import stat
 
 import pytest
 
-from interp.results import atomic_path, atomic_write_text, read_csv, write_table
+from interp.core.tables import atomic_path, atomic_write_text, read_csv, write_table
 
 
 def test_interrupted_write_keeps_the_finished_file(tmp_path):
@@ -24,8 +24,8 @@ def test_write_table_round_trip(tmp_path):
 
 
 def test_model_names_with_dots_keep_their_whole_name(tmp_path):
-    from interp.journal import RowJournal
-    from interp.results import read_table_metadata
+    from interp.core.journal import RowJournal
+    from interp.core.tables import read_table_metadata
 
     written = write_table([{"a": 1}], tmp_path / "ablation_qwen2.5-1.5b", metadata={"model": "qwen2.5-1.5b"})
     assert sorted(p.name for p in written) == [f"ablation_qwen2.5-1.5b.{f}" for f in ("csv", "json", "md")]

@@ -1,9 +1,9 @@
 
 import pytest
 
-from interp.datasets import copying_example
+from interp.data.paper_files import copying_example
 from interp.prompts import PromptConfig, build_prompt, build_prompts
-from interp.tasks import (ALNUM, LETTERS, TASKS, TaskExample, copying_is_ambiguous, generate_example, generate_examples,
+from interp.data.tasks import (ALNUM, LETTERS, TASKS, TaskExample, copying_is_ambiguous, generate_example, generate_examples,
                           get_task, parse_tasks)
 
 RETRIEVAL = ["UL", "UR", "NLFirst", "NRFirst", "NLLast", "NRLast"]

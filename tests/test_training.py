@@ -7,13 +7,14 @@ from dataclasses import replace
 import pytest
 import torch
 
-from interp.adapters import AdapterNotFoundError, LoraSettings, add_lora, merge_adapter, resolve_adapter, save_adapter
+from interp.models.adapters import AdapterNotFoundError, LoraSettings, add_lora, merge_adapter, resolve_adapter, save_adapter
 from interp.models import TinyModelConfig, tiny_hf_model
-from interp.scratch import PRESETS, scratch_items, scratch_tokenizer, spread, train_one, usable_lengths, verdict
-from interp.tasks import get_task
+from interp.experiments.from_scratch import PRESETS, scratch_items, scratch_tokenizer, spread, train_one, usable_lengths, verdict
+from interp.data.tasks import get_task
 from interp.training import (GIB, HFForward, InsufficientMemoryError, ModelShape, TrainConfig, check_memory, collate,
-                             estimate_training_memory, finetune, train, training_items, training_prompts)
-from interp.vocab import single_token_vocabulary
+                             estimate_training_memory, train, training_items, training_prompts)
+from interp.experiments.finetune import finetune
+from interp.data.vocab import single_token_vocabulary
 
 
 def tiny(name: str = "tiny-gpt2", seed: int = 0):
@@ -141,7 +142,7 @@ def test_lora_adapter_trains_saves_and_merges(tmp_path):
 
 
 def test_hf_forward_scores_like_the_bridge():
-    from interp.evaluate import evaluate_task
+    from interp.measure.evaluate import evaluate_task
     from interp.models import bridge_from_hf
 
     model, tokenizer = tiny("tiny-llama")

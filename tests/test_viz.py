@@ -1,4 +1,4 @@
-"""Attention views (interp.viz), head specs (interp.heads) and analyses/show_heads.py, on tiny-llama."""
+"""Attention views (interp.figures.attention), head specs (interp.core.heads) and analyses/show_heads.py, on tiny-llama."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from interp.heads import Head, format_heads, parse_heads, validate_heads
-from interp.viz import attention_view, head_patterns, headless_chromium, save_attention_view
+from interp.core.heads import Head, format_heads, parse_heads, validate_heads
+from interp.figures.attention import attention_view, head_patterns, headless_chromium, save_attention_view
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "analyses"))

@@ -28,13 +28,13 @@ Sequences are ``<bos> context <sep> query`` for retrieval and ``<bos> string <se
 for copying, as in the paper's proofs (Lemma 7 retrieves "the symbol that had followed <bos>").
 """
 
-from .operations import (PREVIOUS, Distance, Symbols, buckets, choose, conditional, conj, count, decode_argmax,
+from interp.crasp.operations import (PREVIOUS, Distance, Symbols, buckets, choose, conditional, conj, count, decode_argmax,
                          decode_next, disj, eq, exists, ge, initial, le, lookup, negate, one, periodic, restrict,
                          symbols, true, with_member)
-from .programs import (PAPER_LEMMA, PROGRAMS, Program, ProgramFn, bound_needed, bounded_copy, bounded_last,
+from interp.crasp.programs import (PAPER_LEMMA, PROGRAMS, Program, ProgramFn, bound_needed, bounded_copy, bounded_last,
                        bounded_program, not_expressible_reason, program_for)
-from .running import accuracy, exact_match, generate, run_program, teacher_forced
-from .vocabulary import AMBIGUOUS, BOS, NONE, SEP, STOP, Vocabulary, encode, encode_batch
+from interp.crasp.running import accuracy, exact_match, generate, run_program, teacher_forced
+from interp.crasp.vocabulary import AMBIGUOUS, BOS, NONE, SEP, STOP, Vocabulary, encode, encode_batch
 
 __all__ = [
     "AMBIGUOUS", "BOS", "Distance", "NONE", "PAPER_LEMMA", "PREVIOUS", "PROGRAMS", "Program", "ProgramFn", "SEP", "STOP",

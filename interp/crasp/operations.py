@@ -10,7 +10,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from .vocabulary import AMBIGUOUS, NONE, STOP, BoolFamily, BoolVec, CountFamily, CountVec, Tokens, Vocabulary
+from interp.crasp.vocabulary import AMBIGUOUS, NONE, STOP, BoolFamily, BoolVec, CountFamily, CountVec, Tokens, Vocabulary
 
 # --------------------------------------------------------------------------- Boolean operations
 

@@ -10,10 +10,10 @@ from typing import Literal
 
 import torch
 
-from ..tasks import get_task
-from .operations import (Symbols, buckets, choose, conj, count, eq, ge, initial, lookup, negate, restrict, symbols,
+from interp.data.tasks import get_task
+from interp.crasp.operations import (Symbols, buckets, choose, conj, count, eq, ge, initial, lookup, negate, restrict, symbols,
                          with_member)
-from .vocabulary import BoolFamily, BoolVec, CountVec, Tokens, Vocabulary
+from interp.crasp.vocabulary import BoolFamily, BoolVec, CountVec, Tokens, Vocabulary
 
 # --------------------------------------------------------------------------- programs
 
@@ -194,7 +194,7 @@ PAPER_LEMMA: dict[str, str] = {
 
 
 def not_expressible_reason(task: str) -> str:
-    """The paper's reason a task has no C-RASP[pos] program (kept once, in interp.tasks)."""
+    """The paper's reason a task has no C-RASP[pos] program (kept once, in interp.data.tasks)."""
     spec = get_task(task)
     if spec.expressible:
         raise ValueError(f"{spec.name} is expressible in C-RASP[pos]; its program is PROGRAMS[{spec.name!r}]")

@@ -10,10 +10,10 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from ..tasks import TaskExample, get_task
-from .operations import decode_next
-from .programs import ProgramFn
-from .vocabulary import STOP, Tokens, Vocabulary, encode_batch
+from interp.data.tasks import TaskExample, get_task
+from interp.crasp.operations import decode_next
+from interp.crasp.programs import ProgramFn
+from interp.crasp.vocabulary import STOP, Tokens, Vocabulary, encode_batch
 
 # --------------------------------------------------------------------------- running programs
 

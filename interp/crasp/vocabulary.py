@@ -13,7 +13,7 @@ import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
 
-from ..tasks import TaskExample, get_task
+from interp.data.tasks import TaskExample, get_task
 
 BoolVec = Bool[Tensor, "batch pos"]
 CountVec = Int[Tensor, "batch pos"]

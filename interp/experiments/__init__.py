@@ -1,11 +1,14 @@
 """The paper's experiments as functions over a model: in-context accuracy per task and length
-(``directional``), and accuracy under head ablation (``head_ablation``). Scripts in
-``analyses/`` call these."""
+(``directional``), accuracy under head ablation (``head_ablation``), edge patching
+(``edge_study``), the realistic tasks (``realistic``), training from scratch (``from_scratch``),
+fine-tuning (``finetune``) and the theory table (``theory_table``). Scripts in ``analyses/``
+call these."""
 
-from .head_ablation import (ABLATION_COLUMNS, ABLATION_ROW_SHAPE, AblationConfig, ablation_conditions, ablation_prompt_sets, ablation_study,
-                             ablation_summary, add_task_attention, check_ablation_inputs, check_prompt_context, reference_means,
-                             study_head_scores)
-from .directional import (DIRECTIONAL_COLUMNS, DIRECTIONAL_ROW_SHAPE, cell_configs, check_directional_inputs, directional_bias, over_templates,
+from interp.experiments.head_ablation import (ABLATION_COLUMNS, ABLATION_ROW_SHAPE, AblationConfig, ablation_conditions,
+                                              ablation_prompt_sets, ablation_study, ablation_summary, add_task_attention,
+                                              check_ablation_inputs, check_prompt_context, reference_means,
+                                              study_head_scores)
+from interp.experiments.directional import (DIRECTIONAL_COLUMNS, DIRECTIONAL_ROW_SHAPE, cell_configs, check_directional_inputs, directional_bias, over_templates,
                           pair_table, task_lengths)
 
 __all__ = [

@@ -11,13 +11,14 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from ..datasets import ExampleSource, Generated, PaperData
-from ..evaluate import evaluate_prompts, resolve_prepend_bos, task_prompts, task_row
-from ..naming import model_name
-from ..prompts import PromptConfig, encode_prompts
-from ..journal import OPTIONAL_NUMBER, RowJournal, RowShape
-from ..tasks import DIRECTIONAL_PAIRS, TaskSpec, check_vocabulary
-from ..teacher_forcing import Accuracy, check_context
+from interp.core.journal import OPTIONAL_NUMBER, RowJournal, RowShape
+from interp.core.naming import model_name
+from interp.data.paper_files import ExampleSource, Generated, PaperData
+from interp.data.tasks import DIRECTIONAL_PAIRS, TaskSpec, check_vocabulary
+from interp.measure.encoding import encode_for
+from interp.measure.evaluate import evaluate_prompts, task_prompts, task_row
+from interp.measure.teacher_forcing import Accuracy, check_context
+from interp.prompts import PromptConfig
 
 Log = Callable[[str], None]
 
@@ -86,7 +87,6 @@ def check_directional_inputs(model, tasks: Sequence[TaskSpec], lengths: Sequence
     """Every prompt of the evaluation against the model's context (and the data against ``n``),
     before any forward pass; cells the vocabulary cannot express are skipped by the evaluation."""
     source = source or Generated(tuple(vocabulary) if vocabulary else None)
-    bos = resolve_prepend_bos(model, prompt_config)
     for spec in tasks:
         for length in task_lengths(spec, lengths, source):
             try:
@@ -96,7 +96,7 @@ def check_directional_inputs(model, tasks: Sequence[TaskSpec], lengths: Sequence
             for config in cell_configs(spec, prompt_config, every_template):
                 prompts = task_prompts(model, spec, length, n_examples, seed, config, source=source)
                 try:
-                    check_context(model, encode_prompts(model.tokenizer, prompts, bos))
+                    check_context(model, encode_for(model, prompts, config))
                 except ValueError as err:
                     raise ValueError(f"{spec.name} at length {length}: {err}") from None
 

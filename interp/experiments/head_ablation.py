@@ -2,8 +2,8 @@
 k random heads (per seed), each zero- and mean-ablated, on each task and length.
 
 Each prompt set's clean run keeps the residual stream entering the lowest ablated layer of every
-condition (:mod:`interp.replay`); a condition then recomputes only the layers from there on, and
-unembeds only the answer positions. With a :class:`interp.results.RowJournal`, finished cells are
+condition (:mod:`interp.interventions.replay`); a condition then recomputes only the layers from there on, and
+unembeds only the answer positions. With a :class:`interp.core.tables.RowJournal`, finished cells are
 recorded as they finish and a re-run with the same configuration skips them.
 """
 
@@ -16,21 +16,22 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from ..ablation import ABLATION_KINDS, HeadMeans, ablation_hooks, compute_head_means, random_heads
-from ..batching import in_input_order, pad_token_id, padded_batches
-from ..datasets import ExampleSource, Generated
-from ..evaluate import resolve_prepend_bos, task_prompts
-from ..heads import Head, format_heads
-from ..naming import model_name
-from ..prompts import PromptConfig, encode_prompts
-from ..replay import CleanBatch, replay, run_clean
-from ..journal import NUMBER, OPTIONAL_NUMBER, RowJournal, RowShape
-from ..locking import TableLock
-from ..results import stem_file, write_table
-from ..score_tables import model_dtype, read_head_scores
-from ..scoring import SCORE_NAMES, HeadScores, score_heads, task_attention_scores
-from ..tasks import get_task
-from ..teacher_forcing import Accuracy, AnswerScores, check_context, teacher_forced_scores
+from interp.core.heads import Head, format_heads
+from interp.core.journal import NUMBER, OPTIONAL_NUMBER, RowJournal, RowShape
+from interp.core.locking import TableLock
+from interp.core.naming import model_name
+from interp.core.tables import stem_file, write_table
+from interp.data.paper_files import ExampleSource, Generated
+from interp.data.tasks import get_task
+from interp.interventions.ablation import ABLATION_KINDS, HeadMeans, ablation_hooks, compute_head_means, random_heads
+from interp.interventions.replay import CleanBatch, replay, run_clean
+from interp.measure.batching import in_input_order, pad_token_id, padded_batches
+from interp.measure.encoding import encode_for
+from interp.measure.evaluate import task_prompts
+from interp.measure.head_scores import SCORE_NAMES, HeadScores, score_heads, task_attention_scores
+from interp.measure.score_tables import model_dtype, read_head_scores
+from interp.measure.teacher_forcing import Accuracy, AnswerScores, check_context, teacher_forced_scores
+from interp.prompts import PromptConfig
 
 Log = Callable[[str], None]
 
@@ -107,7 +108,7 @@ def reference_means(model, config: AblationConfig, vocabulary: Sequence[str] | N
     prompts = [p for task in config.tasks for length in config.lengths
                for p in task_prompts(model, task, length, config.n_reference, config.seed + 10_000,
                                      config.prompt_config, vocabulary, Generated(config.source.items(task)))]
-    encoded = encode_prompts(model.tokenizer, prompts, resolve_prepend_bos(model, config.prompt_config))
+    encoded = encode_for(model, prompts, config.prompt_config)
     return compute_head_means(model, encoded, per_position=False, batch_size=config.batch_size, progress=progress)
 
 
@@ -115,12 +116,11 @@ def add_task_attention(model, scores: HeadScores, prompt_sets: dict[tuple[str, i
                        batch_size: int = 8, progress: bool = True) -> HeadScores:
     """Add ``attn_<task>`` scores (mean attention from each output position to its answer's
     source position, over the given prompts; lengths pooled) to ``scores``."""
-    bos = resolve_prepend_bos(model, prompt_config)
     by_task: dict[str, list] = {}
     for (task, _), prompts in prompt_sets.items():
         by_task.setdefault(task, []).extend(prompts)
     for task, prompts in by_task.items():
-        encoded = encode_prompts(model.tokenizer, prompts, bos)
+        encoded = encode_for(model, prompts, prompt_config)
         scores.scores[f"attn_{task}"] = task_attention_scores(model, prompts, encoded, batch_size, progress)
     return scores
 
@@ -141,9 +141,8 @@ def check_ablation_inputs(model, config: AblationConfig) -> None:
 
 def check_prompt_context(model, config: AblationConfig) -> None:
     """Every prompt of the study's tasks and lengths against the model's context."""
-    bos = resolve_prepend_bos(model, config.prompt_config)
     for prompts in ablation_prompt_sets(model, config).values():
-        check_context(model, encode_prompts(model.tokenizer, prompts, bos))
+        check_context(model, encode_for(model, prompts, config.prompt_config))
 
 
 def study_head_scores(model, stem: Path, config: AblationConfig, n_sequences: int = 100, progress: bool = True,
@@ -181,14 +180,13 @@ def ablation_study(model, scores: HeadScores, config: AblationConfig = AblationC
     """Accuracy on each task and length: clean, then under each condition and ablation kind.
 
     Each prompt set's clean run keeps the residual stream entering the lowest ablated layer of
-    every condition (:mod:`interp.replay`); a condition then recomputes only the layers from
+    every condition (:mod:`interp.interventions.replay`); a condition then recomputes only the layers from
     there on, and unembeds only the answer positions. ``replay_clean=False`` runs every
     condition as a full hooked forward pass with logits at every position instead (what the
     study did before: the reference the replay is checked and timed against)."""
     config.check_model(model.cfg.n_layers, model.cfg.n_heads)
     name = model_name(model)
-    bos = resolve_prepend_bos(model, config.prompt_config)
-    encoded_sets = {key: encode_prompts(model.tokenizer, prompts, bos)
+    encoded_sets = {key: encode_for(model, prompts, config.prompt_config)
                     for key, prompts in ablation_prompt_sets(model, config).items()}
     for encoded in encoded_sets.values():
         check_context(model, encoded)

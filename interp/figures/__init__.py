@@ -1,6 +1,6 @@
 """Paper figures from the results tables: plotly figures, one style, HTML + static export.
 
-Every ``*_figure`` function takes rows (``interp.results.read_csv``) and returns a plotly
+Every ``*_figure`` function takes rows (``interp.core.tables.read_csv``) and returns a plotly
 ``Figure``; no model is needed to redraw. ``save_figure(fig, stem)`` writes ``stem.html``
 (interactive) and static files (PDF/SVG/PNG) through kaleido and a local Chromium; pass one
 ``StaticExporter`` to many calls to start the browser once. ``load_results(path, kind)`` reads a
@@ -11,16 +11,16 @@ Modules: ``style`` (the look), ``rows`` (reading results rows), ``heads``, ``acc
 results folder).
 """
 
-from ..browser import BROWSER_HINT, BrowserNotFoundError, find_browser
-from ..tasks import DIRECTIONAL_PAIRS, TASK_NAMES
-from .ablation import ablation_figure
-from .accuracy import accuracy_length_figure
-from .build import RESULT_FILES, build_figures, make_figures
-from .export import HTML_FORMATS, PLOTLY_JS, STATIC_FORMATS, StaticExporter, figure_html, save_figure
-from .heads import SCORE_TITLES, head_scores_figure, head_sweep_figure
-from .rows import ABLATION_CONDITIONS, REQUIRED_COLUMNS, Rows, load_results, models_in, select_model
-from .style import CONDITION_STYLE, DELTA_SCALE, FONT, OKABE_ITO, PALETTE, SCORE_SCALE, SPLIT_STYLE, TEMPLATE, style
-from .training import finetune_figure, finetune_summary_figure, from_scratch_figure
+from interp.figures.browser import BROWSER_HINT, BrowserNotFoundError, find_browser
+from interp.data.tasks import DIRECTIONAL_PAIRS, TASK_NAMES
+from interp.figures.ablation import ablation_figure
+from interp.figures.accuracy import accuracy_length_figure
+from interp.figures.build import RESULT_FILES, build_figures, make_figures
+from interp.figures.export import HTML_FORMATS, PLOTLY_JS, STATIC_FORMATS, StaticExporter, figure_html, save_figure
+from interp.figures.heads import SCORE_TITLES, head_scores_figure, head_sweep_figure
+from interp.figures.rows import ABLATION_CONDITIONS, REQUIRED_COLUMNS, Rows, load_results, models_in, select_model
+from interp.figures.style import CONDITION_STYLE, DELTA_SCALE, FONT, OKABE_ITO, PALETTE, SCORE_SCALE, SPLIT_STYLE, TEMPLATE, style
+from interp.figures.training import finetune_figure, finetune_summary_figure, from_scratch_figure
 
 __all__ = [
     "ABLATION_CONDITIONS", "BROWSER_HINT", "CONDITION_STYLE", "DELTA_SCALE", "DIRECTIONAL_PAIRS", "FONT", "HTML_FORMATS",

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..tasks import TASK_NAMES
-from .rows import (ABLATION_CONDITIONS, REQUIRED_COLUMNS, Rows, accuracy_value, index_value, mean, require_columns, sd,
+from interp.data.tasks import TASK_NAMES
+from interp.figures.rows import (ABLATION_CONDITIONS, REQUIRED_COLUMNS, Rows, accuracy_value, index_value, mean, require_columns, sd,
                    select_model, task_name, task_order)
-from .style import CONDITION_STYLE, style
+from interp.figures.style import CONDITION_STYLE, style
 
 
 def ablation_figure(rows: Rows, model: str | None = None, source: str = "ablation.csv") -> go.Figure:

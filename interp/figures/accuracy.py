@@ -8,10 +8,10 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..tasks import DIRECTIONAL_PAIRS, get_task
-from .rows import (REQUIRED_COLUMNS, Rows, accuracy_value, grid, index_value, mean, require_columns, sd, select_model,
+from interp.data.tasks import DIRECTIONAL_PAIRS, get_task
+from interp.figures.rows import (REQUIRED_COLUMNS, Rows, accuracy_value, grid, index_value, mean, require_columns, sd, select_model,
                    task_name)
-from .style import FIRST_OF_PAIR, SECOND_OF_PAIR, style
+from interp.figures.style import FIRST_OF_PAIR, SECOND_OF_PAIR, style
 
 
 def _aggregate(values: Sequence[tuple[float, float | None]]) -> tuple[float, float, str]:

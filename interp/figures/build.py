@@ -7,15 +7,15 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from ..naming import slug
-from ..tasks import TASK_NAMES, get_task
-from .ablation import ablation_figure
-from .edges import edge_figures
-from .accuracy import accuracy_length_figure
-from .export import STATIC_FORMATS, StaticExporter, save_figure
-from .heads import head_scores_figure, head_sweep_figure
-from .rows import BAD_TABLE_ERRORS, Rows, load_results, models_in, table_error
-from .training import finetune_figure, finetune_summary_figure, from_scratch_figure
+from interp.core.naming import slug
+from interp.data.tasks import TASK_NAMES, get_task
+from interp.figures.ablation import ablation_figure
+from interp.figures.edges import edge_figures
+from interp.figures.accuracy import accuracy_length_figure
+from interp.figures.export import STATIC_FORMATS, StaticExporter, save_figure
+from interp.figures.heads import head_scores_figure, head_sweep_figure
+from interp.figures.rows import BAD_TABLE_ERRORS, Rows, load_results, models_in, table_error
+from interp.figures.training import finetune_figure, finetune_summary_figure, from_scratch_figure
 
 RESULT_FILES = {  # kind -> (file name, figure name prefix, the analysis that writes it)
     "head_scores": ("head_scores.csv", "head_scores", "head scoring (analyses/score_heads.py, analyses/ablate_heads.py)"),

@@ -1,6 +1,6 @@
 """Figures of the edge-patching results: accuracy and loss per condition x task x length, and the per-layer sweep.
 
-Both take rows as written by ``analyses/patch_edges.py`` (``interp.results.read_csv``) and return plotly figures
+Both take rows as written by ``analyses/patch_edges.py`` (``interp.core.tables.read_csv``) and return plotly figures
 in the project's style; :func:`edge_figures` finds every edge-patching table in a results folder, for
 ``make figures``.
 """
@@ -14,18 +14,15 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..naming import slug
-from ..results import read_csv
-from ..stats import Z_95
-from .rows import BAD_TABLE_ERRORS, table_error
-from .style import OKABE_ITO, style
+from interp.core.naming import CONDITION_LABELS, slug
+from interp.core.stats import Z_95
+from interp.core.tables import read_csv
+from interp.figures.rows import BAD_TABLE_ERRORS, table_error
+from interp.figures.style import OKABE_ITO, style
 
 Rows = Sequence[Mapping]
 MAIN_COLUMNS = ("model", "task", "length", "condition", "accuracy", "accuracy_lo", "accuracy_hi", "loss", "loss_se")
 LAYER_COLUMNS = ("model", "task", "length", "edge", "layer", "delta_accuracy", "delta_loss", "loss_se")
-# The conditions of the edge-patching study, as tables and figures name them.
-CONDITION_LABELS = {"none": "no intervention", "induction": "induction edges removed",
-                    "anti_induction": "anti-induction edges removed"}
 CONDITION_COLOURS = {"none": OKABE_ITO["grey"], "induction": OKABE_ITO["blue"], "anti_induction": OKABE_ITO["vermillion"]}
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from ..browser import BROWSER_HINT, BrowserNotFoundError, find_browser
-from ..results import atomic_write_bytes, atomic_write_text, stem_file
+from interp.figures.browser import BROWSER_HINT, BrowserNotFoundError, find_browser
+from interp.core.tables import atomic_write_bytes, atomic_write_text, stem_file
 
 STATIC_FORMATS = ("pdf", "svg", "png")
 HTML_FORMATS = ("html",)

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..tasks import TASK_NAMES
-from .rows import (REQUIRED_COLUMNS, Rows, accuracy_value, colorbar_x, grid, index_value, number, require_columns,
+from interp.data.tasks import TASK_NAMES
+from interp.figures.rows import (REQUIRED_COLUMNS, Rows, accuracy_value, colorbar_x, grid, index_value, number, require_columns,
                    select_model, task_name)
-from .style import DELTA_SCALE, SCORE_SCALE, style
+from interp.figures.style import DELTA_SCALE, SCORE_SCALE, style
 
 SCORE_TITLES = {"induction": "Induction score", "anti_induction": "Anti-induction score",
                 "previous_token": "Previous-token score"}

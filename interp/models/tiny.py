@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import torch
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from ..naming import TINY_MODELS, ModelNotFoundError
-from .store import cache_dir, publish_folder
+from interp.core.naming import TINY_MODELS, ModelNotFoundError
+from interp.models.store import cache_dir, publish_folder
 
 TINY_TOKENIZER_VERSION = "tiny-bpe-v1"
 

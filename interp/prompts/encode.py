@@ -14,18 +14,20 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
-from .render import Prompt
+from interp.data.tasks import get_task
+from interp.prompts.answer_rule import AnswerEnd, AnswerRule, answer_rule
+from interp.prompts.render import Prompt
 
 
 @dataclass(frozen=True)
 class EncodedPrompt:
-    """Token ids of a prompt, its answer, and the tokens that may end the answer (empty: the
-    answer needs no end marker). ``answer_item_starts[i]`` is the index in ``answer_ids`` of
-    answer item ``i``'s first token."""
+    """Token ids of a prompt and its answer, and what may follow a correct answer (``end``, from
+    the protocol's :class:`~interp.prompts.answer_rule.AnswerRule`). ``answer_item_starts[i]`` is
+    the index in ``answer_ids`` of answer item ``i``'s first token."""
 
     prompt_ids: tuple[int, ...]
     answer_ids: tuple[int, ...]
-    end_ids: frozenset[int]
+    end: AnswerEnd
     answer_item_starts: tuple[int, ...] = ()
 
     @property
@@ -35,27 +37,6 @@ class EncodedPrompt:
     @property
     def answer_start(self) -> int:
         return len(self.prompt_ids)
-
-
-def first_tokens(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> set[int]:
-    return {tokenizer.encode(t, add_special_tokens=False)[0] for t in texts}
-
-
-def end_token_ids(tokenizer: PreTrainedTokenizerBase, end_text: str, protocol: str = "interp",
-                  family: str = "copying") -> frozenset[int]:
-    """Tokens that may follow a correct answer.
-
-    ``interp``: the first token of the line's end marker, a newline, or EOS: greedy generation
-    stops on any of them, so requiring one makes teacher-forced exact match agree with generation
-    (no extra items after a correct copy). ``paper``: retrieval answers need no end (the paper
-    reads the first symbol of a 6-token generation); copying answers end at ``<eos>`` or a blank
-    line only."""
-    eos = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-    if protocol == "paper":
-        if family == "retrieval":
-            return frozenset()
-        return frozenset(first_tokens(tokenizer, [end_text, "\n\n"]) | eos)
-    return frozenset(first_tokens(tokenizer, [end_text, "\n", "\n\n"]) | eos)
 
 
 def bos_ids(tokenizer: PreTrainedTokenizerBase, prepend_bos: bool) -> list[int]:
@@ -87,16 +68,18 @@ def answer_item_char_starts(prompt: Prompt) -> list[int]:
 
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, prepend_bos: bool = True) -> EncodedPrompt:
     """The prompt as ordinary text, the answer's own tokens appended (any number per item)."""
-    from ..tasks import get_task
-
     prompt_ids = bos_ids(tokenizer, prepend_bos) + tokenizer.encode(prompt.text, add_special_tokens=False)
     answer_ids = tokenizer.encode(prompt.answer_text, add_special_tokens=False)
     if not answer_ids:
         raise ValueError(f"the answer {prompt.answer_text!r} encodes to no token")
     starts = token_index_of_chars(tokenizer, prompt.answer_text, answer_item_char_starts(prompt))
-    family = get_task(prompt.example.task).family
-    return EncodedPrompt(tuple(prompt_ids), tuple(answer_ids), end_token_ids(tokenizer, prompt.end_text, prompt.protocol, family),
-                         tuple(starts))
+    end = prompt_rule(prompt).end(tokenizer, prompt.end_text)
+    return EncodedPrompt(tuple(prompt_ids), tuple(answer_ids), end, tuple(starts))
+
+
+def prompt_rule(prompt: Prompt) -> AnswerRule:
+    """The answer rule of a rendered prompt: its protocol, its task's family."""
+    return answer_rule(prompt.protocol, get_task(prompt.example.task).family)
 
 
 def encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[Prompt], prepend_bos: bool = True) -> list[EncodedPrompt]:

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
-from .encode import EncodedPrompt, encode_prompt, token_index_of_chars
-from .render import Prompt
+from interp.prompts.encode import EncodedPrompt, encode_prompt, token_index_of_chars
+from interp.prompts.render import Prompt
 
 
 @dataclass(frozen=True)

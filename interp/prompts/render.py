@@ -13,9 +13,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..tasks import ALNUM, TaskExample, generate_example, get_task
-from .config import DEFAULT_DEMO_LENGTH, PromptConfig
-from .templates import (PAPER_COPYING_RULES, PAPER_COPYING_TEMPLATES, PAPER_EXPLANATION, PAPER_RETRIEVAL_RULES,
+from interp.data.tasks import ALNUM, TaskExample, generate_example, get_task
+from interp.prompts.config import DEFAULT_DEMO_LENGTH, PromptConfig
+from interp.prompts.templates import (PAPER_COPYING_RULES, PAPER_COPYING_TEMPLATES, PAPER_EXPLANATION, PAPER_RETRIEVAL_RULES,
                         PAPER_RETRIEVAL_TEMPLATES, RULES)
 
 

@@ -2,8 +2,8 @@
 
 The model is a plain Hugging Face model (or one wrapped by ``peft`` for LoRA), never the bridge:
 training needs autograd through the HF modules. Evaluation during training goes through the
-project's own ``interp.evaluate.evaluate_task`` by way of :class:`HFForward`, which shows an HF
-model the way the evaluators see a bridge (the :class:`interp.lm.LanguageModel` protocol), so
+project's own ``interp.measure.evaluate.evaluate_task`` by way of :class:`HFForward`, which shows an HF
+model the way the evaluators see a bridge (the :class:`interp.core.lm.LanguageModel` protocol), so
 training and every analysis score exactly alike.
 
 Training data is a pure function of ``(seed, step)``: each step's examples, demonstrations and
@@ -11,24 +11,22 @@ position offsets come from generators seeded by the step number. A run killed at
 resumed from its last checkpoint (weights, AdamW, scheduler, RNG states, history) therefore
 replays the same batches and ends with the same weights as a run never interrupted.
 
-Modules: ``config``, ``data``, ``evaluation``, ``memory``, ``checkpoint``, ``loop``, ``finetune``.
+Modules: ``config``, ``data``, ``evaluation``, ``memory``, ``checkpoint``, ``loop``; the fine-tuning
+experiment itself is :mod:`interp.experiments.finetune`.
 """
 
-from ..naming import model_label
-from .checkpoint import CHECKPOINT_NAME, CheckpointUnreadable, read_checkpoint, save_checkpoint, trainable_state
-from .config import DEFAULT_LENGTHS, PRECISIONS, SCHEDULES, Precision, TrainConfig, check_lengths
-from .data import IGNORE_INDEX, Batch, TrainItem, batch_loss, collate, end_token_id, training_items, training_prompts
-from .evaluation import HFForward, autocast_context, evaluate_lengths
-from .finetune import FinetuneResult, accuracy_summary, finetune, run_info, write_adapter_readme
-from .loop import TrainResult, lr_factor, train
-from .memory import (GIB, InsufficientMemoryError, MemoryEstimate, ModelShape, check_memory, device_memory_bytes,
+from interp.core.naming import model_label
+from interp.training.checkpoint import CHECKPOINT_NAME, CheckpointUnreadable, read_checkpoint, save_checkpoint, trainable_state
+from interp.training.config import DEFAULT_LENGTHS, PRECISIONS, SCHEDULES, Precision, TrainConfig, check_lengths
+from interp.training.data import IGNORE_INDEX, Batch, TrainItem, batch_loss, collate, end_token_id, training_items, training_prompts
+from interp.training.evaluation import HFForward, autocast_context, evaluate_lengths
+from interp.training.loop import TrainResult, lr_factor, train
+from interp.training.memory import (GIB, InsufficientMemoryError, MemoryEstimate, ModelShape, check_memory, device_memory_bytes,
                      estimate_training_memory, plan_memory)
 
 __all__ = [
     "CHECKPOINT_NAME", "DEFAULT_LENGTHS", "GIB", "IGNORE_INDEX", "PRECISIONS", "SCHEDULES", "Batch", "CheckpointUnreadable",
-    "FinetuneResult", "HFForward", "InsufficientMemoryError", "MemoryEstimate", "ModelShape", "Precision", "TrainConfig",
-    "TrainItem", "TrainResult", "accuracy_summary", "autocast_context", "batch_loss", "check_lengths", "check_memory",
-    "collate", "device_memory_bytes", "end_token_id", "estimate_training_memory", "evaluate_lengths", "finetune",
-    "lr_factor", "model_label", "plan_memory", "read_checkpoint", "run_info", "save_checkpoint", "train",
-    "trainable_state", "training_items", "training_prompts", "write_adapter_readme",
-]
+    "HFForward", "InsufficientMemoryError", "MemoryEstimate", "ModelShape", "Precision", "TrainConfig",
+    "TrainItem", "TrainResult", "autocast_context", "batch_loss", "check_lengths", "check_memory",
+    "collate", "device_memory_bytes", "end_token_id", "estimate_training_memory", "evaluate_lengths", "lr_factor", "model_label", "plan_memory", "read_checkpoint", "save_checkpoint", "train",
+    "trainable_state", "training_items", "training_prompts", ]

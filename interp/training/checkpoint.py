@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ..results import atomic_path
-from .config import TrainConfig
+from interp.core.tables import atomic_path
+from interp.training.config import TrainConfig
 
 CHECKPOINT_NAME = "checkpoint.pt"
 # Fields a resumed run may change without changing what it computes.

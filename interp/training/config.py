@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal, get_args
 
-from ..adapters import LoraSettings
-from ..prompts import PromptConfig
-from ..tasks import TaskSpec, check_vocabulary, generate_example, get_task
+from interp.models.adapters import LoraSettings
+from interp.prompts import PromptConfig
+from interp.data.tasks import TaskSpec, check_vocabulary, generate_example, get_task
 
 Precision = Literal["fp32", "bf16", "fp16"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)

@@ -12,10 +12,10 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from ..batching import right_pad
-from ..prompts import Prompt, PromptConfig, build_prompts, encode_prompts
-from ..tasks import generate_example
-from .config import TrainConfig
+from interp.measure.batching import right_pad
+from interp.prompts import Prompt, PromptConfig, build_prompts, encode_prompts
+from interp.data.tasks import generate_example
+from interp.training.config import TrainConfig
 
 IGNORE_INDEX = -100
 

@@ -1,6 +1,6 @@
-"""Evaluation during training, through the same ``interp.evaluate.evaluate_task`` every analysis
+"""Evaluation during training, through the same ``interp.measure.evaluate.evaluate_task`` every analysis
 uses: :class:`HFForward` shows a plain Hugging Face model the way the evaluators see a bridge
-(the :class:`interp.lm.LanguageModel` protocol), so training and analyses score exactly alike."""
+(the :class:`interp.core.lm.LanguageModel` protocol), so training and analyses score exactly alike."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from ..evaluate import evaluate_task
-from ..lm import LMConfig
-from .config import Precision, TrainConfig
+from interp.measure.evaluate import evaluate_task
+from interp.core.lm import LMConfig
+from interp.training.config import Precision, TrainConfig
 
 
 class HFForward:
-    """An HF model seen the way ``interp.evaluate`` sees a bridge: ``cfg.device``,
+    """An HF model seen the way ``interp.measure.evaluate`` sees a bridge: ``cfg.device``,
     ``cfg.default_prepend_bos``, ``tokenizer`` and ``model(tokens) -> logits``."""
 
     def __init__(self, model, tokenizer, prepend_bos: bool, precision: Precision = "fp32"):

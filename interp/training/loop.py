@@ -14,14 +14,14 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from ..batching import pad_token_id
-from ..models import tokenizer_adds_bos
-from ..tasks import ALNUM
-from ..vocab import single_token_vocabulary
-from .checkpoint import CHECKPOINT_NAME, restore, rng_state, save_checkpoint, trainable_state
-from .config import TrainConfig, check_lengths
-from .data import base_model, batch_loss, collate, training_items
-from .evaluation import autocast_context, evaluate_lengths
+from interp.measure.batching import pad_token_id
+from interp.models import tokenizer_adds_bos
+from interp.data.tasks import ALNUM
+from interp.data.vocab import single_token_vocabulary
+from interp.training.checkpoint import CHECKPOINT_NAME, restore, rng_state, save_checkpoint, trainable_state
+from interp.training.config import TrainConfig, check_lengths
+from interp.training.data import base_model, batch_loss, collate, training_items
+from interp.training.evaluation import autocast_context, evaluate_lengths
 
 logger = logging.getLogger(__name__)
 

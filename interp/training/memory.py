@@ -9,12 +9,12 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..adapters import lora_parameter_count
-from ..models import tokenizer_adds_bos
-from ..tasks import ALNUM
-from ..vocab import single_token_vocabulary
-from .config import Precision, TrainConfig
-from .data import base_model, training_items
+from interp.models.adapters import lora_parameter_count
+from interp.models import tokenizer_adds_bos
+from interp.data.tasks import ALNUM
+from interp.data.vocab import single_token_vocabulary
+from interp.training.config import Precision, TrainConfig
+from interp.training.data import base_model, training_items
 
 GIB = 1024**3
 

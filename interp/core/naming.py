@@ -1,0 +1,55 @@
+"""Model names: the built-in ones, aliases, and the labels results and file names carry."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+EMBEDDED_MODEL = "smollm2-135m"
+PAPER_MODEL = "qwen2.5-1.5b"
+TINY_MODELS = ("tiny-llama", "tiny-gpt2")
+# The conditions of the edge-patching study, as tables and figures name them.
+CONDITION_LABELS = {"none": "no intervention", "induction": "induction edges removed",
+                    "anti_induction": "anti-induction edges removed"}
+# Our short names are TransformerLens aliases of *other* checkpoints ("qwen2.5-1.5b" is the base
+# Qwen2.5-1.5B there): the bridge is booted under the real repository name instead.
+HUB_REPOS = {EMBEDDED_MODEL: "HuggingFaceTB/SmolLM2-135M-Instruct", PAPER_MODEL: "Qwen/Qwen2.5-Coder-1.5B-Instruct"}
+ALIASES = {
+    "smollm2": EMBEDDED_MODEL,
+    "smollm2-135m-instruct": EMBEDDED_MODEL,
+    "qwen2.5-coder-1.5b-instruct": PAPER_MODEL,
+    "qwen2.5-coder-1.5b": PAPER_MODEL,
+    "gpt2-xl": "openai-community/gpt2-xl",
+    "gpt2": "openai-community/gpt2",
+}
+
+
+class ModelNotFoundError(ValueError):
+    """Raised when a model name resolves to nothing on this machine."""
+
+
+def canonical_name(name_or_path: str) -> str:
+    """Aliases resolved (case-insensitively); anything else unchanged."""
+    return ALIASES.get(str(name_or_path).lower(), str(name_or_path))
+
+
+def slug(text: str) -> str:
+    """``text`` made safe as part of a file name: ``org/model`` -> ``org_model``."""
+    return re.sub(r"[^A-Za-z0-9._+-]+", "_", str(text)).strip("_") or "model"
+
+
+def model_label(name_or_path: str) -> str:
+    """A short label for file names of runs: ``openai-community/gpt2-xl`` -> ``gpt2-xl``,
+    ``/data/ckpt/`` -> ``ckpt``, ``smollm2-135m+ub`` stays."""
+    resolved = canonical_name(name_or_path).rstrip("/")
+    return slug(Path(resolved).name if "/" in resolved else resolved)
+
+
+def with_adapter(name: str, adapter: str | None) -> str:
+    """The name of a base model with a LoRA adapter merged in (``smollm2-135m+ub``)."""
+    return name if not adapter else f"{name}+{model_label(str(adapter))}"
+
+
+def model_name(model) -> str:
+    """The name a loaded model goes by in results tables (what ``load_model`` was given)."""
+    return str(getattr(model.cfg, "model_name", "") or "")

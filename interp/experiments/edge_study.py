@@ -1,0 +1,300 @@
+"""The paper's edge-patching experiment: does removing induction edges break UF, anti-induction edges UB?
+
+Per (task, length) cell and batch of prompts, two forward passes:
+
+1. **counterfactual** -- the prompt up to the last copy with every previous-token edge ``i-1 -> i`` cut (value
+   zeroed, no renormalisation) in all layers and heads; the keys and values of the last shot's string, which
+   hold every source the patched edges read, are kept.
+2. **branched** -- the prompt up to the last copy once, then the copy once per condition (no intervention,
+   induction edges' keys replaced, anti-induction edges' values replaced, and one branch per layer and edge
+   kind for the sweep); logits only at the scored positions.
+
+Scoring as the repo's ``patch_induction_heads.py``: teacher forced, ``correct`` = argmax right at all ``L``
+copy tokens, ``loss`` = mean cross-entropy over them. The first copy token is predicted at the ``,`` before the
+copy, which no patched edge touches (the repo patches queries at the copy only); the last copy token's query
+predicts EOS, which is not scored, so it is not computed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from interp.core.journal import RowJournal, RowShape
+from interp.core.naming import CONDITION_LABELS
+from interp.core.stats import mean_and_sem, wilson_interval
+from interp.interventions.edges.branching import BranchedTokens, branch, logits_from_hook, run_branched
+from interp.interventions.edges.data import DEFAULT_SHOTS, TASKS, CopyingPrompts, check_length, check_task, copying_prompts
+from interp.interventions.edges.patching import (AttentionLayout, EdgePatch, Edges, attention_layout, capture_source_hooks, check_heads, check_layers,
+                       cut, edge_patch_hooks)
+
+# condition -> (edge set whose edges are patched, what is replaced); "none" is the clean continuation
+CONDITIONS: dict[str, tuple[str, str] | None] = {
+    "none": None,
+    "induction": ("induction", "key"),
+    "anti_induction": ("anti_induction", "value"),
+}
+
+
+@dataclass(frozen=True)
+class EdgeStudyConfig:
+    """The protocol's defaults (paper's section 4.4 and the repo's ``mechanistic/``), and what may vary."""
+
+    tasks: tuple[str, ...] = TASKS
+    lengths: tuple[int, ...] = (3, 5, 7, 9)
+    n: int = 100
+    n_shots: int = DEFAULT_SHOTS
+    seed: int = 0
+    batch_size: int = 8
+    layers: tuple[int, ...] | None = None  # layers whose edges are patched (None: all)
+    heads: tuple[int, ...] | None = None  # query heads whose edges are patched (None: all)
+    sweep_n: int = 0  # per-layer sweep on the first sweep_n prompts of each cell (0: none)
+    sweep_lengths: tuple[int, ...] | None = None  # lengths swept (None: all of `lengths`)
+    prepend_bos: bool | None = None  # None: as the model's tokenizer does (cfg.default_prepend_bos)
+
+    def __post_init__(self) -> None:
+        for task in self.tasks:
+            check_task(task)
+        for length in (*self.lengths, *(self.sweep_lengths or ())):
+            check_length(length)
+        if not self.tasks or not self.lengths:
+            raise ValueError("tasks and lengths must not be empty")
+        if self.n < 1:
+            raise ValueError(f"n={self.n}: at least one prompt per cell is needed")
+        if self.n_shots < 1:
+            raise ValueError(f"n_shots={self.n_shots}: at least one shot (the test) is needed")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size={self.batch_size} must be >= 1")
+        if not 0 <= self.sweep_n <= self.n:
+            raise ValueError(f"sweep_n={self.sweep_n} must be between 0 and n={self.n}")
+
+    def swept(self, length: int) -> bool:
+        return self.sweep_n > 0 and (self.sweep_lengths is None or length in self.sweep_lengths)
+
+
+@dataclass(frozen=True)
+class Branch:
+    """One continuation of the shared prompt: a condition, patched in ``layers`` (None: the configured ones)."""
+
+    condition: str
+    layers: tuple[int, ...] | None = None
+    sweep: bool = False  # a per-layer sweep branch (kept apart even when its layers equal the configured ones)
+
+
+@dataclass
+class CellResult:
+    """Per-prompt scores of one (task, length) cell, per branch."""
+
+    task: str
+    length: int
+    correct: dict[Branch, list[bool]] = field(default_factory=lambda: defaultdict(list))
+    loss: dict[Branch, list[float]] = field(default_factory=lambda: defaultdict(list))
+    token_accuracy: dict[Branch, list[float]] = field(default_factory=lambda: defaultdict(list))
+
+
+def branches_for(config: EdgeStudyConfig, layout: AttentionLayout, swept: bool) -> list[Branch]:
+    main = [Branch(name, config.layers) for name in CONDITIONS]
+    if not swept:
+        return main
+    return main + [Branch(name, (layer,), sweep=True) for name in CONDITIONS if name != "none"
+                   for layer in range(layout.n_layers)]
+
+
+def score_copy(logits: Float[Tensor, "batch copy d_vocab"], targets: Int[Tensor, "batch copy"]
+               ) -> tuple[Bool[Tensor, " batch"], Float[Tensor, " batch"], Float[Tensor, " batch"]]:
+    """All-tokens-correct, mean cross-entropy and per-token accuracy of teacher-forced copy logits."""
+    logits, targets = logits.float(), targets.to(logits.device)
+    hits = logits.argmax(-1) == targets
+    loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none").mean(-1)
+    return hits.all(-1).cpu(), loss.cpu(), hits.float().mean(-1).cpu()
+
+
+def counterfactual_sources(model, layout: AttentionLayout, prompts: CopyingPrompts, rows: slice):
+    """Keys and values of the last shot's string when every previous-token edge before the copy is cut."""
+    trunk = prompts.tokens[rows, : prompts.copy_start]
+    positions = torch.arange(prompts.string_start, prompts.copy_start).expand(trunk.shape[0], -1)
+    capture, store = capture_source_hooks(layout, positions)
+    hooks = edge_patch_hooks(layout, [cut(prompts.previous_token_edges(rows))]) + capture
+    with torch.no_grad():
+        model.run_with_hooks(trunk.to(model.cfg.device), fwd_hooks=[*hooks, logits_from_hook(trunk.shape[1])])
+    return store
+
+
+def branch_patches(prompts: CopyingPrompts, branched: BranchedTokens, branches: Sequence[Branch], store,
+                   heads: tuple[int, ...] | None, rows: slice) -> list[EdgePatch]:
+    patches = []
+    for index, spec in enumerate(branches):
+        if CONDITIONS[spec.condition] is None:
+            continue
+        edge_set, kind = CONDITIONS[spec.condition]
+        edges = prompts.edges(edge_set, rows)
+        # the last copy position only predicts EOS (not scored) and is not in the branches
+        keep = edges.query < branched.trunk_length + branched.branch_length
+        edges = Edges(edges.query[keep].view(edges.batch, -1), edges.source[keep].view(edges.batch, -1))
+        replacement = store.at(kind, edges.source)
+        patches.append(EdgePatch(kind, branched.in_branch(edges, index), replacement, spec.layers, heads))
+    return patches
+
+
+def branch_logits(model, layout: AttentionLayout, prompts: CopyingPrompts, rows: slice, branches: Sequence[Branch],
+                  heads: tuple[int, ...] | None = None) -> dict[Branch, Float[Tensor, "batch copy d_vocab"]]:
+    """Logits at the scored positions of the prompts in ``rows`` under every branch, from one counterfactual
+    and one branched forward pass."""
+    store = counterfactual_sources(model, layout, prompts, rows)
+    start = prompts.copy_start
+    continuation = prompts.tokens[rows, start : start + prompts.length - 1]
+    branched = branch(prompts.tokens[rows, :start], continuation, len(branches))
+    patches = branch_patches(prompts, branched, branches, store, heads, rows)
+    logits = run_branched(model, branched, edge_patch_hooks(layout, patches))  # from position start - 1 on
+    picked = {}
+    for index, spec in enumerate(branches):
+        offset = 1 + index * branched.branch_length
+        picked[spec] = torch.cat([logits[:, :1], logits[:, offset : offset + branched.branch_length]], dim=1)
+    return picked
+
+
+def score_batch(model, layout: AttentionLayout, prompts: CopyingPrompts, rows: slice, branches: Sequence[Branch],
+                heads: tuple[int, ...] | None = None) -> dict[Branch, tuple[Tensor, Tensor, Tensor]]:
+    """(correct, loss, token accuracy) of the prompts in ``rows`` under every branch."""
+    targets = prompts.targets()[rows]
+    return {spec: score_copy(logits, targets)
+            for spec, logits in branch_logits(model, layout, prompts, rows, branches, heads).items()}
+
+
+def summary_row(correct: Sequence[bool], loss: Sequence[float], token_accuracy: Sequence[float]) -> dict:
+    n = len(correct)
+    lo, hi = wilson_interval(sum(correct), n)
+    mean_loss, loss_se = mean_and_sem(loss)
+    return {"n": n, "accuracy": sum(correct) / n if n else math.nan, "accuracy_lo": lo, "accuracy_hi": hi,
+            "loss": mean_loss, "loss_se": loss_se, "token_accuracy": sum(token_accuracy) / n if n else math.nan}
+
+
+def layers_label(layers: Sequence[int] | None) -> str:
+    return "all" if layers is None else ";".join(map(str, layers))
+
+
+def cell_rows(result: CellResult, config: EdgeStudyConfig, meta: dict) -> tuple[list[dict], list[dict]]:
+    """Table rows of one cell: one per condition, and one per (edge kind, layer) of the sweep."""
+    main, sweep = [], []
+    for condition in CONDITIONS:
+        spec = Branch(condition, config.layers)
+        row = {**meta, "task": result.task, "length": result.length, "condition": condition}
+        row |= summary_row(result.correct[spec], result.loss[spec], result.token_accuracy[spec])
+        main.append(row | {"layers": layers_label(config.layers), "heads": layers_label(config.heads)})
+    swept = [spec for spec in result.correct if spec.sweep]
+    if swept:
+        n = len(result.correct[swept[0]])
+        clean = summary_row(result.correct[Branch("none", config.layers)][:n], result.loss[Branch("none", config.layers)][:n],
+                            result.token_accuracy[Branch("none", config.layers)][:n])
+        for spec in sorted(swept, key=lambda s: (s.condition, s.layers)):
+            row = {**meta, "task": result.task, "length": result.length, "edge": spec.condition, "layer": spec.layers[0]}
+            row |= summary_row(result.correct[spec], result.loss[spec], result.token_accuracy[spec])
+            row |= {"delta_accuracy": row["accuracy"] - clean["accuracy"], "delta_loss": row["loss"] - clean["loss"],
+                    "heads": layers_label(config.heads)}
+            sweep.append(row)
+    return main, sweep
+
+
+def run_cell(model, layout: AttentionLayout, prompts: CopyingPrompts, config: EdgeStudyConfig,
+             progress: tqdm | None = None) -> CellResult:
+    result = CellResult(prompts.task, prompts.length)
+    swept = config.swept(prompts.length)
+    boundaries = sorted({0, prompts.n, *(range(0, prompts.n, config.batch_size))} | ({config.sweep_n} if swept else set()))
+    for begin, end in zip(boundaries, boundaries[1:]):
+        rows = slice(begin, end)
+        branches = branches_for(config, layout, swept and begin < config.sweep_n)
+        for spec, (correct, loss, token_accuracy) in score_batch(model, layout, prompts, rows, branches, config.heads).items():
+            result.correct[spec] += correct.tolist()
+            result.loss[spec] += loss.tolist()
+            result.token_accuracy[spec] += token_accuracy.tolist()
+        if progress is not None:
+            progress.update(end - begin)
+    return result
+
+
+# What a journal row (one finished cell) must hold to be reused by a resumed study.
+EDGE_ROW_SHAPE: RowShape = {"task": str, "length": int, "main": list, "sweep": list}
+
+
+def edge_study(model, config: EdgeStudyConfig = EdgeStudyConfig(), *, model_label: str = "", adapter: str | None = None,
+               progress: bool = True, journal: RowJournal | None = None,
+               layout: AttentionLayout | None = None) -> tuple[list[dict], list[dict]]:
+    """Run every (task, length) cell; returns (condition rows, per-layer sweep rows). With a
+    ``journal`` each finished cell is recorded, and cells an earlier run finished are reused."""
+    layout = layout or attention_layout(model)
+    config_layers = check_layers(config.layers, layout.n_layers) if config.layers is not None else None
+    check_heads(config.heads, layout.n_heads)
+    bos = bool(getattr(model.cfg, "default_prepend_bos", False)) if config.prepend_bos is None else config.prepend_bos
+    config = replace(config, layers=config_layers, prepend_bos=bos)
+    meta = {"model": model_label, "adapter": adapter or "", "shots": config.n_shots, "seed": config.seed,
+            "bos": config.prepend_bos}
+    cells = [(task, length) for task in config.tasks for length in config.lengths]
+    done = {(r["task"], r["length"]): r for r in (journal.done() if journal else [])}
+    main_rows, sweep_rows = [], []
+    with tqdm(total=len(cells) * config.n, desc="edge patching", disable=not progress, unit="prompt") as bar:
+        for task, length in cells:
+            if (task, length) in done:
+                main, sweep = done[(task, length)]["main"], done[(task, length)]["sweep"]
+                bar.update(config.n)
+            else:
+                prompts = copying_prompts(model.tokenizer, task, length, config.n, n_shots=config.n_shots,
+                                          seed=config.seed, prepend_bos=config.prepend_bos)
+                bar.set_postfix_str(f"{task} L={length}")
+                main, sweep = cell_rows(run_cell(model, layout, prompts, config, bar), config, meta)
+                if journal is not None:
+                    journal.add({"task": task, "length": length, "main": main, "sweep": sweep})
+            main_rows += main
+            sweep_rows += sweep
+    return main_rows, sweep_rows
+
+
+def summary_table(rows: Sequence[dict]) -> list[dict]:
+    """One line per (task, length): accuracy [95% CI] and loss +- s.e. per condition, for printing."""
+    lines: dict[tuple, dict] = {}
+    for row in rows:
+        line = lines.setdefault((row["task"], row["length"]), {"task": row["task"], "L": row["length"], "n": row["n"]})
+        line[f"acc {row['condition']}"] = f"{row['accuracy']:.2f} [{row['accuracy_lo']:.2f}, {row['accuracy_hi']:.2f}]"
+    for row in rows:
+        lines[(row["task"], row["length"])][f"loss {row['condition']}"] = f"{row['loss']:.2f} ± {row['loss_se']:.2f}"
+    return list(lines.values())
+
+
+def claim_summary(rows: Sequence[dict]) -> list[str]:
+    """One line per task: accuracy pooled over lengths under each condition, and the change from none."""
+    pooled: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for row in rows:
+        counts = pooled[(row["task"], row["condition"])]
+        counts[0] += round(row["accuracy"] * row["n"])
+        counts[1] += row["n"]
+    lines = []
+    for task in dict.fromkeys(row["task"] for row in rows):
+        base = pooled[(task, "none")]
+        base_acc = base[0] / base[1]
+        parts = [f"{task}: no intervention {base_acc:.2f}"]
+        for condition in ("induction", "anti_induction"):
+            hits, n = pooled[(task, condition)]
+            lo, hi = wilson_interval(hits, n)
+            parts.append(f"{CONDITION_LABELS[condition]} {hits / n:.2f} [{lo:.2f}, {hi:.2f}] ({hits / n - base_acc:+.2f})")
+        lines.append("; ".join(parts) + f" (all lengths pooled, n = {base[1]})")
+    return lines
+
+
+def sweep_summary(rows: Sequence[dict], top: int = 3) -> list[dict]:
+    """Per (task, length, edge kind): the layers whose edges alone raise the loss most."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for row in rows:
+        groups[(row["task"], row["length"], row["edge"])].append(row)
+    lines = []
+    for (task, length, edge), group in groups.items():
+        best = sorted(group, key=lambda r: -r["delta_loss"])[:top]
+        lines.append({"task": task, "L": length, "edges": edge, "n": group[0]["n"],
+                      "top layers (Δ loss)": ", ".join(f"{r['layer']} ({r['delta_loss']:+.2f})" for r in best),
+                      "largest Δ accuracy": f"{min(r['delta_accuracy'] for r in group):+.2f}"})
+    return lines

@@ -1,0 +1,155 @@
+"""A whole fine-tuning run: load, check memory, train, write the results table, save the adapter."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+from interp.models.adapters import add_lora, save_adapter
+from interp.models import (EMBEDDED_MODEL, TINY_MODELS, canonical_name, load_hf_model, local_checkpoint, resolve_device,
+                      resolve_dtype)
+from interp.core.naming import model_label
+from interp.core.tables import atomic_write_text, write_table
+from interp.training.config import TrainConfig
+from interp.training.loop import TrainResult, train
+from interp.training.memory import GIB, MemoryEstimate, check_memory, plan_memory
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class FinetuneResult:
+    result: TrainResult
+    table: list[Path]
+    adapter: Path | None = None
+    model_dir: Path | None = None
+    memory: MemoryEstimate | None = None
+    info: dict = field(default_factory=dict)
+
+
+def _meta_model(name: str):
+    """The model built on the meta device (no weights read) when ``name`` is a local checkpoint,
+    so that a plan too large for the device fails before gigabytes are loaded."""
+    resolved = canonical_name(name)
+    if resolved == EMBEDDED_MODEL or resolved in TINY_MODELS:
+        return None
+    checkpoint = local_checkpoint(resolved)
+    if checkpoint is None:
+        return None
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(checkpoint))
+    return model, AutoTokenizer.from_pretrained(checkpoint)
+
+
+def finetune(model_name: str, config: TrainConfig, *, run_dir: str | os.PathLike | None = None,
+             results_dir: str | os.PathLike = "results", device: str | None = None, dtype: str | None = None,
+             adapter_out: str | os.PathLike | None = None, save_model: bool = False,
+             memory_budget_gib: float | None = None, resume: bool = True, progress: bool = True,
+             tag: str | None = None, command: str | None = None) -> FinetuneResult:
+    """Load ``model_name``, check memory, train, and write ``results/finetune_<model>_<task>.csv``.
+
+    ``config.lora`` trains an adapter (saved to ``adapter_out``) instead of every weight. The
+    memory check runs before weights are loaded for local checkpoints (GPT-2 XL) and refuses a
+    plan that cannot fit, with the arithmetic in the message."""
+    torch_device = resolve_device(device)
+    weight_dtype = resolve_dtype(dtype)
+    weight_bytes = torch.tensor([], dtype=weight_dtype).element_size()
+    budget = int(memory_budget_gib * GIB) if memory_budget_gib is not None else None
+    label = model_label(model_name)
+    what = f"{label} {'LoRA' if config.lora else 'full'} fine-tuning"
+
+    memory = None
+    meta = _meta_model(model_name)
+    if meta is not None:
+        memory = plan_memory(*meta, config, weight_bytes)
+        check_memory(memory, torch_device, budget, what)
+        del meta
+    model, tokenizer = load_hf_model(model_name, dtype=weight_dtype)
+    if memory is None:
+        memory = plan_memory(model, tokenizer, config, weight_bytes)
+        check_memory(memory, torch_device, budget, what)
+    logger.info("%s: estimated memory %s", what, memory.describe())
+    if weight_dtype != torch.float32 and config.lr < 1e-4:
+        logger.warning("training %s weights at lr=%g: updates smaller than the dtype's resolution are lost; "
+                       "prefer fp32 weights with --precision bf16", weight_dtype, config.lr)
+
+    model = model.to(torch_device)
+    if config.gradient_checkpointing:
+        model.config.use_cache = False
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if config.lora is not None:
+        model = add_lora(model, config.lora)
+    else:
+        model.requires_grad_(True)
+
+    run_dir = Path(run_dir) if run_dir is not None else Path(results_dir) / "runs" / f"finetune_{label}_{config.task}{'_' + tag if tag else ''}"
+    result = train(model, tokenizer, config, run_dir, resume=resume, progress=progress)
+
+    stem = Path(results_dir) / f"finetune_{label}_{config.task}{'_' + tag if tag else ''}"
+    method = "lora" if config.lora else "full"
+    rows = [{"model": label, "task": config.task, "method": method, **row} for row in result.history]
+    columns = ["model", "task", "method", "step", "split", "length", "accuracy", "loss", "train_loss",
+               "token_accuracy", "n_examples", "stderr"]
+    command = command or " ".join(shlex.quote(a) for a in sys.argv)
+    info = run_info(label, config, result, memory, command)
+    table = write_table(rows, stem, columns=columns, metadata=info)
+
+    adapter_path = model_dir = None
+    if config.lora is not None and adapter_out is not None:
+        adapter_path = save_adapter(model, adapter_out, info=info, base_model=label)
+        write_adapter_readme(adapter_path, info)
+    if save_model:
+        model_dir = run_dir / "model"
+        to_save = model.merge_and_unload() if config.lora is not None else model
+        to_save.save_pretrained(model_dir)
+        tokenizer.save_pretrained(model_dir)
+    return FinetuneResult(result, table, adapter_path, model_dir, memory, info)
+
+
+def accuracy_summary(result: TrainResult, step: int) -> dict[str, dict[int, float]]:
+    """``{"id": {length: accuracy}, "ood": {...}}`` at one evaluation step."""
+    summary: dict[str, dict[int, float]] = {}
+    for row in result.evaluations(step):
+        summary.setdefault(row["split"], {})[row["length"]] = row["accuracy"]
+    return summary
+
+
+def run_info(label: str, config: TrainConfig, result: TrainResult, memory: MemoryEstimate | None,
+             command: str) -> dict:
+    steps = sorted({row["step"] for row in result.history})
+    return {
+        "base_model": label, "task": config.task, "command": command, "seed": config.seed,
+        "config": config.as_dict(), "final_step": result.final_step, "stopped_early": result.stopped_early,
+        "before": accuracy_summary(result, steps[0]) if steps else {},
+        "after": accuracy_summary(result, steps[-1]) if steps else {},
+        "after_step": steps[-1] if steps else None,
+        "memory_estimate": memory.describe() if memory else None,
+        "scoring": "teacher-forced exact match (interp.measure.evaluate.evaluate_task), answer must end with the line's end marker",
+    }
+
+
+def write_adapter_readme(path: Path, info: dict) -> Path:
+    cfg = info["config"]
+    lines = [
+        f"# LoRA adapter: {info['base_model']} on {info['task']}", "",
+        f"Trained by `{info['command']}` (seed {info['seed']}, {info['final_step']} steps, "
+        f"batch {cfg['batch_size']}, lr {cfg['lr']}, rank {cfg['lora']['rank']} on "
+        f"{', '.join(cfg['lora']['target_modules'] or ['attention projections'])}).",
+        f"Training lengths {min(cfg['train_lengths'])}-{max(cfg['train_lengths'])}, "
+        f"{cfg['n_shots']}-shot `{cfg['template']}` prompts (the format of interp.prompts that every analysis uses).",
+        "", "Use it with any analysis: `--adapter " + path.name + "`, or `load_model(..., adapter=\"" + path.name + "\")`.",
+        "", f"Exact match ({info['scoring']}), {cfg['eval_examples']} examples per length, eval seed {cfg['eval_seed']}:", "",
+        "| split | length | before | after |", "|---|---|---|---|",
+    ]
+    for split in ("id", "ood"):
+        for length, after in info["after"].get(split, {}).items():
+            before = info["before"].get(split, {}).get(length, float("nan"))
+            lines.append(f"| {split} | {length} | {before:.2f} | {after:.2f} |")
+    return atomic_write_text(path / "README.md", "\n".join(lines) + "\n")

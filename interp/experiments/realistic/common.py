@@ -1,0 +1,46 @@
+"""Shared machinery of the realistic tasks: free-text prompts as ``EncodedPrompt``s, scored by
+the toolkit's one teacher-forced pass (:func:`interp.measure.teacher_forcing.teacher_forced_scores`, which
+also gives every next-token prediction), and (slow, optional) greedy generation for checks.
+
+The synthetic tasks encode answers item by item; here answers are ordinary text, encoded on their
+own and appended to the separately encoded prompt. That token split is what the model must
+reproduce; :func:`split_is_natural` says whether it is also how the tokenizer splits the whole
+text (it is for the prompts of this package with byte-level BPE tokenizers, whose pre-tokenizer
+never merges across the prompt/answer boundaries used here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from interp.measure.generation import greedy_answers
+from interp.prompts import AnswerEnd, EncodedPrompt, bos_ids, first_tokens
+from interp.measure.teacher_forcing import check_context, teacher_forced_scores
+
+__all__ = ["TextPrompt", "check_context", "encode_text_prompt", "first_tokens", "greedy_answers",
+           "split_is_natural", "teacher_forced_scores"]
+
+
+@dataclass(frozen=True)
+class TextPrompt:
+    """A prompt that ends where the answer starts, the answer, and the text that should follow it."""
+
+    text: str
+    answer_text: str
+    end_text: str
+
+
+def encode_text_prompt(tokenizer, prompt: TextPrompt, end: AnswerEnd, prepend_bos: bool) -> EncodedPrompt:
+    """Prompt and answer encoded separately and concatenated (BOS first when asked)."""
+    prompt_ids = bos_ids(tokenizer, prepend_bos) + tokenizer.encode(prompt.text, add_special_tokens=False)
+    answer_ids = tokenizer.encode(prompt.answer_text, add_special_tokens=False)
+    if not answer_ids:
+        raise ValueError(f"prompt.answer_text={prompt.answer_text!r} encodes to no token")
+    return EncodedPrompt(tuple(prompt_ids), tuple(answer_ids), end)
+
+
+def split_is_natural(tokenizer, prompt: TextPrompt) -> bool:
+    """Whether encoding prompt, answer and end marker apart gives the tokens of the whole text."""
+    parts = [tokenizer.encode(t, add_special_tokens=False) for t in (prompt.text, prompt.answer_text, prompt.end_text)]
+    whole = tokenizer.encode(prompt.text + prompt.answer_text + prompt.end_text, add_special_tokens=False)
+    return sum(parts, []) == whole

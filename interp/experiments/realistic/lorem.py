@@ -1,0 +1,408 @@
+"""Lorem Ipsum copying: does a pretrained model's copy go wrong where the source is ambiguous?
+
+Data follow the paper's generator: one ``lorem``-style text (3-6 paragraphs of 5-10 sentences of
+4-8 words), then rounds of: shuffle the sentences, shuffle the words of one sentence (keeping its
+capitalised first word), with probability 0.3 append one sentence 4 times, with probability 0.5
+append one of a sentence's words 4 times to it, until there are ``min_sentences`` sentences. The
+result is cut to a token budget (the paper: 500 tokens). Two deliberate differences: there is
+always at least one round (the paper's loop skips texts that start long enough, leaving them
+unshuffled), and the cut falls on a word boundary, so the reference tokenizes the same inside the
+prompt and as the answer. The paper's splitting quirks (double spaces, stray "..") are not kept.
+
+The prompt is the paper's 2-shot echo prompt; the model copies greedily. Where the greedy copy
+first departs, and every position where it would depart given the correct prefix, both come from
+one teacher-forced pass (see ``alignment``); the paper's free generation + Needleman-Wunsch
+alignment is available with ``generate=True`` (one forward pass per token, slow).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from interp.measure.batching import Hook
+from interp.measure.encoding import resolve_prepend_bos
+from interp.prompts import AnswerEnd, AnswerRule, PromptConfig
+from interp.core.tables import write_table
+from interp.core.stats import binomial_stderr
+from interp.experiments.realistic.alignment import ambiguous_positions, departure_from_predictions, edit_transitions, transition_index
+from interp.experiments.realistic.common import TextPrompt, encode_text_prompt, greedy_answers, split_is_natural, teacher_forced_scores
+from interp.experiments.realistic.lorem_words import LOREM_WORDS
+
+Sentence = tuple[str, ...]
+
+ECHO_RULE = "# RULE : Paragraphs are repeated **exactly** as is, whenever an Echo is seen."
+ECHO_DEMOS = ("Once upon a time in a land far away.", "The quick brown fox jumps over the lazy dog.")
+END_TEXT = " <end>"
+
+
+@dataclass(frozen=True)
+class LoremConfig:
+    """How paragraphs are generated and prompted. Defaults are sized for a quick CPU run; the
+    paper used ``max_tokens=500`` and 1500 paragraphs per seed."""
+
+    n_paragraphs: int = 20
+    max_tokens: int = 200
+    seed: int = 0
+    min_sentences: int = 45
+    text_paragraphs: tuple[int, int] = (3, 6)
+    paragraph_sentences: tuple[int, int] = (5, 10)
+    sentence_words: tuple[int, int] = (4, 8)
+    shuffle_words_prob: float = 1.0
+    duplicate_sentence_prob: float = 0.3
+    duplicate_word_prob: float = 0.5
+    duplicate_count: int = 4
+    n_shots: int = 2
+    rule: bool = True
+
+    def __post_init__(self) -> None:
+        if self.n_paragraphs < 1:
+            raise ValueError(f"n_paragraphs={self.n_paragraphs} must be >= 1")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens={self.max_tokens} must be >= 1")
+        for name in ("text_paragraphs", "paragraph_sentences", "sentence_words"):
+            low, high = getattr(self, name)
+            if not 1 <= low <= high:
+                raise ValueError(f"{name}={(low, high)} must be a range (low, high) with 1 <= low <= high")
+        for name in ("shuffle_words_prob", "duplicate_sentence_prob", "duplicate_word_prob"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name}={getattr(self, name)} must be a probability in [0, 1]")
+        if self.duplicate_count < 0:
+            raise ValueError(f"duplicate_count={self.duplicate_count} must be >= 0")
+        fewest = self.text_paragraphs[0] * self.paragraph_sentences[0]
+        if self.min_sentences > fewest and (self.duplicate_sentence_prob == 0 or self.duplicate_count == 0):
+            # sentences are only ever added by duplication, so the loop could never reach the target
+            raise ValueError(f"min_sentences={self.min_sentences} is unreachable with duplicate_sentence_prob="
+                             f"{self.duplicate_sentence_prob} and duplicate_count={self.duplicate_count}")
+        if not 0 <= self.n_shots <= len(ECHO_DEMOS):
+            raise ValueError(f"n_shots={self.n_shots} must be between 0 and {len(ECHO_DEMOS)} (the paper's demonstrations)")
+
+
+# --------------------------------------------------------------------------- paragraphs
+
+
+def lorem_sentence(rng: random.Random, words: tuple[int, int]) -> Sentence:
+    chosen = [rng.choice(LOREM_WORDS) for _ in range(rng.randint(*words))]
+    return (chosen[0].capitalize(), *chosen[1:])
+
+
+def lorem_text(rng: random.Random, config: LoremConfig) -> list[Sentence]:
+    """The sentences of one ``lorem.text()``: several paragraphs, their breaks dropped."""
+    return [lorem_sentence(rng, config.sentence_words)
+            for _ in range(rng.randint(*config.text_paragraphs))
+            for _ in range(rng.randint(*config.paragraph_sentences))]
+
+
+def scramble_round(sentences: Sequence[Sentence], rng: random.Random, config: LoremConfig) -> list[Sentence]:
+    """One round of the paper's perturbations; repeats are what make copying ambiguous."""
+    out = list(sentences)
+    rng.shuffle(out)
+    if out and rng.random() < config.shuffle_words_prob:
+        i = rng.randrange(len(out))
+        rest = list(out[i][1:])
+        rng.shuffle(rest)
+        out[i] = (out[i][0], *rest)
+    if out and rng.random() < config.duplicate_sentence_prob:
+        out.extend([rng.choice(out)] * config.duplicate_count)
+    if out and rng.random() < config.duplicate_word_prob:
+        i = rng.randrange(len(out))
+        out[i] = out[i] + (rng.choice(out[i]),) * config.duplicate_count
+    return out
+
+
+def render(sentences: Sequence[Sentence]) -> str:
+    return " ".join(" ".join(words) + "." for words in sentences)
+
+
+def word_counter(text: str) -> int:
+    return len(text.split())
+
+
+def truncate(text: str, count_tokens: Callable[[str], int], max_tokens: int) -> str:
+    """Longest word prefix of ``text`` with at most ``max_tokens`` tokens (at least one word).
+
+    Token counts grow with the number of words, so a binary search over prefixes suffices."""
+    words = text.split(" ")
+    low, high = 1, len(words)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if count_tokens(" ".join(words[:mid])) <= max_tokens:
+            low = mid
+        else:
+            high = mid - 1
+    return " ".join(words[:low])
+
+
+def lorem_paragraph(index: int, config: LoremConfig, count_tokens: Callable[[str], int] = word_counter) -> str:
+    """Paragraph ``index`` of the seeded set; each has its own generator, so paragraph ``i`` does
+    not depend on how many are generated."""
+    rng = random.Random(f"lorem:{config.seed}:{index}")
+    sentences = lorem_text(rng, config)
+    # at least one round: the paper's texts are always shuffled
+    sentences = scramble_round(sentences, rng, config)
+    while len(sentences) < config.min_sentences:
+        sentences = scramble_round(sentences, rng, config)
+    return truncate(render(sentences), count_tokens, config.max_tokens)
+
+
+def answer_token_counter(tokenizer) -> Callable[[str], int]:
+    """Counts tokens as the answer is encoded: with the space that follows ``<start>``."""
+    return lambda text: len(tokenizer.encode(" " + text, add_special_tokens=False))
+
+
+def lorem_paragraphs(config: LoremConfig, tokenizer=None) -> list[str]:
+    """``config.n_paragraphs`` seeded paragraphs, cut to ``config.max_tokens`` tokens of
+    ``tokenizer`` (to as many words when no tokenizer is given)."""
+    count = answer_token_counter(tokenizer) if tokenizer is not None else word_counter
+    return [lorem_paragraph(i, config, count) for i in range(config.n_paragraphs)]
+
+
+# --------------------------------------------------------------------------- prompt
+
+
+def echo_block(paragraph: str) -> str:
+    return f"Paragraph:\n<start> {paragraph} <end>\nEcho:\n<start> {paragraph} <end>"
+
+
+def echo_prompt(paragraph: str, n_shots: int = 2, rule: bool = True) -> TextPrompt:
+    """The paper's echo prompt. The space after the final ``<start>`` belongs to the answer, so the
+    answer's words are the same ``" word"`` tokens as in the paragraph above it."""
+    if not 0 <= n_shots <= len(ECHO_DEMOS):
+        raise ValueError(f"n_shots={n_shots} must be between 0 and {len(ECHO_DEMOS)}")
+    blocks = ([ECHO_RULE] if rule else []) + [echo_block(demo) for demo in ECHO_DEMOS[:n_shots]]
+    blocks.append(f"Paragraph:\n<start> {paragraph} <end>\nEcho:\n<start>")
+    return TextPrompt("\n\n".join(blocks), " " + paragraph, END_TEXT)
+
+
+# --------------------------------------------------------------------------- analysis
+
+
+@dataclass(frozen=True)
+class CopyResult:
+    """One paragraph's copy. Positions run over the answer tokens plus the end (``n_tokens``).
+
+    Three views of where a copy goes wrong, each classified ambiguous or not:
+
+    * ``transition_index``: the first position where the greedy copy departs (``None`` for an
+      exact copy, ``n_tokens`` when it does not stop); ``last_copied`` is the token before it (the
+      paper's transition token), ``expected`` / ``produced`` the reference and model tokens there.
+    * ``primed_transition_index``: the same with the copy's first token given, i.e. the first
+      departure at a position >= 1. A model that starts by echoing a demonstration departs at 0
+      every time; this shows where it would go wrong inside the paragraph.
+    * ``n_tf_departures``: every position where the model, given the correct prefix, would depart
+      (the teacher-forced counterpart of the paper's count of all match-to-edit transitions).
+    """
+
+    paragraph: int
+    n_tokens: int
+    exact: bool
+    transition_index: int | None
+    at_ambiguous: bool | None
+    last_copied: str | None
+    expected: str | None
+    produced: str | None
+    context: str | None
+    primed_transition_index: int | None
+    primed_at_ambiguous: bool | None
+    n_ambiguous_positions: int
+    base_rate: float
+    n_tf_departures: int
+    n_tf_departures_ambiguous: int
+    tf_accuracy_ambiguous: float
+    tf_accuracy_unambiguous: float
+    mean_logprob: float
+    generated_transition_index: int | None = None
+    n_edits: int | None = None
+    n_edits_ambiguous: int | None = None
+
+    def as_row(self) -> dict:
+        return asdict(self)
+
+
+def _share(flags: Sequence[bool]) -> float:
+    return sum(flags) / len(flags) if flags else float("nan")
+
+
+def first_miss(hits: Sequence[bool], start: int = 0) -> int | None:
+    return next((t for t in range(start, len(hits)) if not hits[t]), None)
+
+
+def analyse_copy(paragraph: int, reference: Sequence[int], predictions: Sequence[int], end: AnswerEnd,
+                 decode: Callable[[Sequence[int]], str], mean_logprob: float = float("nan"),
+                 generated: Sequence[int] | None = None) -> CopyResult:
+    """Departures and their ambiguity for one copy, from its teacher-forced argmaxes
+    ``predictions[0..n]`` (and, when given, the paper's alignment analysis of a free greedy
+    generation ``generated``)."""
+    n = len(reference)
+    ambiguous = ambiguous_positions(reference)
+    hits = [predictions[t] == reference[t] for t in range(n)] + [end.accepts(predictions[n])]
+    t = departure_from_predictions(reference, predictions, end)
+    primed = first_miss(hits, start=1)
+    token = lambda i: repr(decode([i]))  # repr keeps leading spaces and newlines visible
+    misses = [a for h, a in zip(hits, ambiguous) if not h]
+    extra = {}
+    if generated is not None:
+        edits = edit_transitions(reference, generated)
+        extra = dict(generated_transition_index=transition_index(reference, generated), n_edits=len(edits),
+                     n_edits_ambiguous=sum(ambiguous[e] for e in edits))
+    departed = t is not None
+    return CopyResult(
+        paragraph=paragraph, n_tokens=n, exact=not departed, transition_index=t,
+        at_ambiguous=ambiguous[t] if departed else None,
+        last_copied=(token(reference[t - 1]) if t > 0 else "'<start>'") if departed else None,
+        expected=(token(reference[t]) if t < n else "'<end>'") if departed else None,
+        produced=token(predictions[t]) if departed else None,
+        context=decode(reference[max(0, t - 8) : t]) if departed else None,
+        primed_transition_index=primed, primed_at_ambiguous=ambiguous[primed] if primed is not None else None,
+        n_ambiguous_positions=sum(ambiguous), base_rate=sum(ambiguous) / len(ambiguous),
+        n_tf_departures=len(misses), n_tf_departures_ambiguous=sum(misses),
+        tf_accuracy_ambiguous=_share([h for h, a in zip(hits, ambiguous) if a]),
+        tf_accuracy_unambiguous=_share([h for h, a in zip(hits, ambiguous) if not a]),
+        mean_logprob=mean_logprob, **extra)
+
+
+@dataclass(frozen=True)
+class LoremSummary:
+    """Aggregate over paragraphs. The paper's question: do departures fall on ambiguous positions
+    more often than positions are ambiguous (``base_rate``, pooled over all positions)? Each
+    ``*p_value`` is a one-sided binomial test of that (for teacher-forced departures the positions
+    of one paragraph are not independent, so read it as descriptive). ``tf_accuracy_*`` are the
+    pooled teacher-forced accuracies at ambiguous / unambiguous positions (the paper's "score
+    ambiguous / unambiguous" counterpart)."""
+
+    model: str
+    n_paragraphs: int
+    max_tokens: int
+    mean_tokens: float
+    accuracy: float
+    stderr: float
+    base_rate: float
+    n_departures: int
+    share_departures_ambiguous: float
+    share_stderr: float
+    p_value: float
+    mean_transition_index: float
+    n_primed_departures: int
+    share_primed_departures_ambiguous: float
+    primed_p_value: float
+    n_tf_departures: int
+    share_tf_departures_ambiguous: float
+    tf_p_value: float
+    tf_accuracy_ambiguous: float
+    tf_accuracy_unambiguous: float
+    n_edits: int | None
+    share_edits_ambiguous: float | None
+    n_shots: int
+    seed: int
+
+    def as_row(self) -> dict:
+        return asdict(self)
+
+
+def binomial_p_value(successes: int, trials: int, rate: float) -> float:
+    """P(X >= successes) for X ~ Binomial(trials, rate)."""
+    if trials == 0:
+        return float("nan")
+    from scipy.stats import binomtest
+
+    return float(binomtest(successes, trials, rate, alternative="greater").pvalue)
+
+
+def summarize_copies(results: Sequence[CopyResult], config: LoremConfig, model_name: str = "") -> LoremSummary:
+    if not results:
+        raise ValueError("results is empty: nothing to summarize")
+    departed = [r for r in results if r.transition_index is not None]
+    primed = [r for r in results if r.primed_transition_index is not None]
+    n_ambiguous = sum(r.n_ambiguous_positions for r in results)
+    rate = n_ambiguous / sum(r.n_tokens + 1 for r in results)
+    # a primed departure cannot fall on position 0, which is never ambiguous
+    primed_rate = n_ambiguous / sum(r.n_tokens for r in results)
+    k = sum(bool(r.at_ambiguous) for r in departed)
+    k_primed = sum(bool(r.primed_at_ambiguous) for r in primed)
+    n_tf = sum(r.n_tf_departures for r in results)
+    k_tf = sum(r.n_tf_departures_ambiguous for r in results)
+    share = _share([bool(r.at_ambiguous) for r in departed])
+    n_unambiguous = sum(r.n_tokens + 1 - r.n_ambiguous_positions for r in results)
+    tf_hits_ambiguous = n_ambiguous - k_tf
+    tf_hits_unambiguous = n_unambiguous - (n_tf - k_tf)
+    generated = [r for r in results if r.n_edits is not None]
+    n_edits = sum(r.n_edits for r in generated) if generated else None
+    accuracy = 1 - len(departed) / len(results)
+    return LoremSummary(
+        model=model_name, n_paragraphs=len(results), max_tokens=config.max_tokens,
+        mean_tokens=sum(r.n_tokens for r in results) / len(results),
+        accuracy=accuracy, stderr=binomial_stderr(accuracy, len(results)), base_rate=rate,
+        n_departures=len(departed), share_departures_ambiguous=share,
+        share_stderr=binomial_stderr(share, len(departed)) if departed else float("nan"),
+        p_value=binomial_p_value(k, len(departed), rate),
+        mean_transition_index=(sum(r.transition_index for r in departed) / len(departed)) if departed else float("nan"),
+        n_primed_departures=len(primed), share_primed_departures_ambiguous=k_primed / len(primed) if primed else float("nan"),
+        primed_p_value=binomial_p_value(k_primed, len(primed), primed_rate),
+        n_tf_departures=n_tf, share_tf_departures_ambiguous=k_tf / n_tf if n_tf else float("nan"),
+        tf_p_value=binomial_p_value(k_tf, n_tf, rate),
+        tf_accuracy_ambiguous=tf_hits_ambiguous / n_ambiguous if n_ambiguous else float("nan"),
+        tf_accuracy_unambiguous=tf_hits_unambiguous / n_unambiguous if n_unambiguous else float("nan"),
+        n_edits=n_edits,
+        share_edits_ambiguous=(sum(r.n_edits_ambiguous for r in generated) / n_edits) if n_edits else None,
+        n_shots=config.n_shots, seed=config.seed)
+
+
+@dataclass(frozen=True)
+class LoremRun:
+    paragraphs: list[str]
+    results: list[CopyResult]
+    summary: LoremSummary
+    natural_split: float = field(default=float("nan"))  # share of prompts whose separate encoding is the joint one
+
+
+def run_lorem(model, config: LoremConfig = LoremConfig(), *, batch_size: int = 4, generate: bool = False,
+              fwd_hooks: Sequence[Hook] = (), progress: bool = True, model_name: str = "") -> LoremRun:
+    """Generate the paragraphs, copy them with ``model`` and analyse every copy.
+
+    ``generate=True`` adds free greedy generation (one forward pass per token) and the paper's
+    alignment-based edit counts; teacher forcing alone gives the first departure exactly."""
+    tokenizer = model.tokenizer
+    paragraphs = lorem_paragraphs(config, tokenizer)
+    prompts = [echo_prompt(p, config.n_shots, config.rule) for p in paragraphs]
+    end = AnswerRule("interp", "copying").end(tokenizer, END_TEXT)
+    prepend_bos = resolve_prepend_bos(model, PromptConfig())
+    encoded = [encode_text_prompt(tokenizer, p, end, prepend_bos) for p in prompts]
+    forced = teacher_forced_scores(model, encoded, batch_size, fwd_hooks, progress and "lorem: teacher forcing",
+                                   keep_predictions=True)
+    generated = greedy_answers(model, encoded, 1, fwd_hooks, progress and "lorem: generating") if generate else None
+    results = [analyse_copy(i, e.answer_ids, forced.predictions[i], end, tokenizer.decode,
+                            forced.mean_logprob[i].item(), generated[i] if generated is not None else None)
+               for i, e in enumerate(encoded)]
+    natural = sum(split_is_natural(tokenizer, p) for p in prompts) / len(prompts)
+    return LoremRun(paragraphs, results, summarize_copies(results, config, model_name), natural)
+
+
+def write_lorem_tables(run: LoremRun, out_dir: str | Path, metadata: Mapping | None = None) -> list[Path]:
+    """``lorem_ipsum.{csv,json,md}`` (one row per paragraph) and ``lorem_ipsum_summary.*``."""
+    out_dir = Path(out_dir)
+    meta = {**(metadata or {}), "natural_split": run.natural_split,
+            "scoring": "teacher-forced argmax at every answer position (equals greedy generation up to its first departure)"}
+    rows = [{"model": run.summary.model, **r.as_row()} for r in run.results]
+    return (write_table(rows, out_dir / "lorem_ipsum", metadata=meta)
+            + write_table([run.summary.as_row()], out_dir / "lorem_ipsum_summary", metadata=meta))
+
+
+def describe(summary: LoremSummary) -> str:
+    """The headline of a run: each kind of departure's share at ambiguous positions vs the base rate."""
+    s = summary
+    lines = [
+        f"{s.model or 'model'}: {s.n_paragraphs} paragraphs of ~{s.mean_tokens:.0f} tokens, exact copies "
+        f"{s.accuracy:.3f}; base rate of ambiguous positions {s.base_rate:.3f}",
+        f"  greedy first departures: {s.n_departures}, {s.share_departures_ambiguous:.3f} at ambiguous tokens "
+        f"(p = {s.p_value:.3g}), mean position {s.mean_transition_index:.1f}",
+        f"  first departures after the first token: {s.n_primed_departures}, "
+        f"{s.share_primed_departures_ambiguous:.3f} at ambiguous tokens (p = {s.primed_p_value:.3g})",
+        f"  teacher-forced departures (all positions): {s.n_tf_departures}, "
+        f"{s.share_tf_departures_ambiguous:.3f} at ambiguous tokens (p = {s.tf_p_value:.3g}); token accuracy "
+        f"ambiguous {s.tf_accuracy_ambiguous:.3f} / unambiguous {s.tf_accuracy_unambiguous:.3f}",
+    ]
+    if s.n_edits is not None:
+        lines.append(f"  aligned edits of free generations: {s.n_edits}, {s.share_edits_ambiguous:.3f} at ambiguous tokens")
+    return "\n".join(lines)

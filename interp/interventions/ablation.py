@@ -1,0 +1,145 @@
+"""Zero and mean ablation of attention heads through hooks on ``blocks.{l}.attn.hook_z``.
+
+``hook_z`` holds each query head's output before the output projection, shape
+``[batch, pos, head, d_head]``, so replacing one head's slice removes exactly that head's
+contribution (``hook_result`` would need ``set_use_attn_result(True)`` and silently never fires
+otherwise). Hooks are plain TransformerLens ``(name, fn)`` pairs: pass them to
+``interp.measure.evaluate.evaluate_task(..., fwd_hooks=...)`` or use :func:`ablated` as a context manager.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+import einops
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from interp.measure.batching import Hook, pad_token_id, padded_batches
+from interp.models.bridge import act_name, run_until
+from interp.core.heads import Head, validate_heads
+from interp.prompts import EncodedPrompt
+
+AblationKind = Literal["zero", "mean"]
+ABLATION_KINDS: tuple[str, ...] = get_args(AblationKind)
+
+
+def z_hook_name(layer: int) -> str:
+    return act_name("z", layer)
+
+
+@dataclass
+class HookCounter:
+    """Counts calls per hook name: proof that an ablation hook actually fired."""
+
+    calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def total(self) -> int:
+        return sum(self.calls.values())
+
+
+@dataclass(frozen=True)
+class HeadMeans:
+    """Mean ``hook_z`` per layer over a reference batch.
+
+    ``per_position=False``: one ``[head, d_head]`` vector per layer, averaged over every real
+    (non-padding) token of every reference prompt (the paper's choice). ``per_position=True``:
+    ``[pos, head, d_head]``, averaged over the prompts that reach each position; positions past
+    the longest reference prompt fall back to the all-token mean."""
+
+    means: dict[int, Tensor]
+    overall: dict[int, Float[Tensor, "head d_head"]]
+    per_position: bool
+
+    def for_layer(self, layer: int, seq_len: int) -> Tensor:
+        if not self.per_position:
+            return self.overall[layer]
+        table = self.means[layer]
+        if seq_len <= table.shape[0]:
+            return table[:seq_len]
+        extra = self.overall[layer].expand(seq_len - table.shape[0], *self.overall[layer].shape)
+        return torch.cat([table, extra])
+
+
+def compute_head_means(model, reference: Sequence[EncodedPrompt], layers: Sequence[int] | None = None,
+                       per_position: bool = False, batch_size: int = 8, progress: bool = True) -> HeadMeans:
+    """Mean of ``hook_z`` over the real tokens of ``reference`` prompts (prompt + answer)."""
+    if not reference:
+        raise ValueError("reference prompts for mean ablation must not be empty")
+    layers = list(range(model.cfg.n_layers)) if layers is None else sorted(set(layers))
+    width = max(len(p.ids) for p in reference)
+    sums = {l: torch.zeros(width, model.cfg.n_heads, model.cfg.d_head) for l in layers}
+    counts = torch.zeros(width)
+    for batch in padded_batches(reference, batch_size, pad_token_id(model.tokenizer), sort_by_length=False,
+                                progress=progress and "head means"):
+        real: Float[Tensor, "batch pos"] = batch.real.float()
+
+        def add(z: Float[Tensor, "batch pos head_index d_head"], hook, real=real) -> None:
+            sums[hook.layer()][: z.shape[1]] += einops.einsum(z.float().cpu(), real, "batch pos head d_head, batch pos -> pos head d_head")
+
+        run_until(model, batch.tokens, z_hook_name(layers[-1]), [(z_hook_name(l), add) for l in layers])
+        counts[: batch.tokens.shape[1]] += real.sum(0)
+    overall = {l: sums[l].sum(0) / counts.sum() for l in layers}
+    per_pos = {l: sums[l] / counts.clamp(min=1)[:, None, None] for l in layers}
+    return HeadMeans(per_pos, overall, per_position)
+
+
+def _group_by_layer(heads: Sequence[Head]) -> dict[int, list[int]]:
+    by_layer: dict[int, list[int]] = defaultdict(list)
+    for layer, head in heads:
+        by_layer[layer].append(head)
+    return dict(by_layer)
+
+
+def ablation_hooks(model, heads: Sequence[tuple[int, int]], kind: str = "zero", means: HeadMeans | None = None,
+                   counter: HookCounter | None = None) -> list[Hook]:
+    """Hooks that replace the ``hook_z`` slice of each head in ``heads`` by zero or its mean."""
+    if kind not in ABLATION_KINDS:
+        raise ValueError(f"kind={kind!r} is not an ablation; expected one of {ABLATION_KINDS}")
+    heads = validate_heads(heads, model.cfg.n_layers, model.cfg.n_heads)
+    if kind == "mean":
+        if means is None:
+            raise ValueError("mean ablation needs means=compute_head_means(model, reference_prompts)")
+        missing = sorted({h.layer for h in heads} - set(means.overall))
+        if missing:
+            raise ValueError(f"means were computed without layers {missing}")
+    hooks = []
+    for layer, layer_heads in _group_by_layer(heads).items():
+        index = torch.tensor(layer_heads)
+
+        def hook(z: Float[Tensor, "batch pos head d_head"], hook, layer=layer, index=index):
+            if counter is not None:
+                counter.calls[hook.name] += 1
+            z = z.clone()
+            if kind == "zero":
+                z[:, :, index] = 0.0
+            else:
+                replacement = means.for_layer(layer, z.shape[1]).to(z.device, z.dtype)  # [pos?, head, d_head]
+                z[:, :, index] = replacement[..., index, :].expand_as(z[:, :, index])
+            return z
+
+        hooks.append((z_hook_name(layer), hook))
+    return hooks
+
+
+@contextmanager
+def ablated(model, heads: Sequence[tuple[int, int]], kind: str = "zero", means: HeadMeans | None = None,
+            counter: HookCounter | None = None) -> Iterator[list[Hook]]:
+    """``with ablated(model, heads, "zero"): ...`` runs everything inside with those heads ablated."""
+    hooks = ablation_hooks(model, heads, kind, means, counter)
+    with model.hooks(fwd_hooks=hooks):
+        yield hooks
+
+
+def random_heads(n_layers: int, n_heads: int, k: int, seed: int, exclude: Sequence[tuple[int, int]] = ()) -> list[Head]:
+    """``k`` distinct heads drawn uniformly (seeded), avoiding ``exclude``: the control condition."""
+    candidates = [Head(l, h) for l in range(n_layers) for h in range(n_heads) if (l, h) not in set(map(tuple, exclude))]
+    if k > len(candidates):
+        raise ValueError(f"k={k} random heads requested but only {len(candidates)} heads are available")
+    return sorted(random.Random(seed).sample(candidates, k))

@@ -1,0 +1,245 @@
+"""Attribution patching: a first-order estimate of every head's ablation effect at once.
+
+The exact sweep (``interp.interventions.sweep.head_sweep``) ablates one head per forward pass. Here the change
+of the answer log-probability under ablating head ``(l, h)`` alone is estimated as
+
+    delta ~= sum over positions and d_head of  dM/dz[l, h] * (z_ablated - z_clean)[l, h]
+
+with ``M`` the exact sweep's metric (each prompt's mean answer-token log-probability) and ``z``
+the head's ``hook_z`` slice: one forward and one backward pass per batch give it for all heads.
+It is a screen that says where to look before paying for the exact sweep; it misses what a
+linearization cannot see (a saturated softmax downstream, paths that cancel, an ablation that
+moves the residual stream far off its usual range).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+import einops
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from interp.interventions.ablation import ABLATION_KINDS, AblationKind, HeadMeans
+from interp.measure.batching import Hook, in_input_order, pad_token_id, padded_batches
+from interp.models.bridge import act_name
+from interp.core.heads import Head
+from interp.prompts import EncodedPrompt
+from interp.interventions.sweep import head_sweep
+from interp.measure.teacher_forcing import AnswerPositions, AnswerScores, answer_rows, select_positions_hook
+
+Metric = Callable[[Float[Tensor, "batch out_pos vocab"]], Float[Tensor, " batch"]]
+
+
+# --------------------------------------------------------------------------- the metric
+
+
+def answer_logprob(logits: Float[Tensor, "batch slot vocab"], where: AnswerPositions) -> Float[Tensor, " batch"]:
+    """Each row's mean log-probability of its answer tokens from the logits at ``where.positions``
+    (differentiable; the same number as ``interp.measure.teacher_forcing.score_answer``'s mean log-prob)."""
+    log_probs = logits.float().log_softmax(-1).gather(-1, where.answer_ids.to(logits.device)[..., None])[..., 0]
+    mask = where.is_answer.to(logits.device)
+    return (log_probs * mask).sum(-1) / mask.sum(-1)
+
+
+# --------------------------------------------------------------------------- attribution
+
+
+def ablated_z(z: Float[Tensor, "batch pos head_index d_head"], layer: int, kind: AblationKind,
+              means: HeadMeans | None) -> Float[Tensor, "batch pos head_index d_head"]:
+    """What ``interp.interventions.ablation`` puts in place of every head's ``hook_z`` slice."""
+    if kind == "zero":
+        return torch.zeros_like(z)
+    return means.for_layer(layer, z.shape[1]).to(z.device, z.dtype).expand_as(z)
+
+
+def head_attributions(model, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind = "zero",
+                      means: HeadMeans | None = None, fwd_hooks: Sequence[Hook] = (), alpha: float = 0.0
+                      ) -> tuple[Float[Tensor, "batch out_pos vocab"], Float[Tensor, "batch layer head_index"]]:
+    """The logits, and for every head ``<dmetric/dz, z_ablated - z>`` summed over positions and
+    ``d_head``, per row of ``tokens``, from one forward and one backward pass.
+
+    With ``alpha=0`` this is the first-order change of ``metric`` when that head's ``hook_z``
+    slice alone is ablated. With ``alpha > 0`` every head runs ``alpha`` of the way to its
+    ablation (``z + alpha * (z_ablated - z)``) and the gradient is taken there: one point of an
+    integrated-gradients path. ``fwd_hooks`` stay active throughout (e.g. heads already
+    ablated, or ``select_positions_hook``, in which case the logits are those positions' only)."""
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha={alpha} must be between 0 (clean) and 1 (every head ablated)")
+    names = [act_name("z", layer) for layer in range(model.cfg.n_layers)]
+    unmixed: dict[str, Tensor] = {}
+    used: dict[str, Tensor] = {}
+
+    def mix(z: Float[Tensor, "batch pos head_index d_head"], hook, layer: int) -> Float[Tensor, "batch pos head_index d_head"]:
+        unmixed[hook.name] = z.detach()
+        if alpha:
+            z = z + alpha * (ablated_z(z, layer, kind, means) - z)
+        # Returned even when unchanged: the bridge passes a hook's return value on, so this is
+        # the tensor the rest of the forward pass depends on (given None it goes on with another).
+        used[hook.name] = z
+        return z
+
+    mixers = [(name, partial(mix, layer=layer)) for layer, name in enumerate(names)]
+    with torch.enable_grad(), model.hooks(fwd_hooks=[*fwd_hooks, *mixers]):
+        logits = model(tokens.to(model.cfg.device))
+        values = metric(logits)
+        # Rows do not interact, so the gradient of the sum holds each row's own gradient. Only
+        # these inputs' gradients are computed: no weight gradients.
+        grads = torch.autograd.grad(values.sum(), [used[name] for name in names])
+    per_layer = []
+    for layer, (name, grad) in enumerate(zip(names, grads)):
+        z = unmixed[name]
+        change = ablated_z(z, layer, kind, means) - z
+        per_layer.append(einops.einsum(grad.float(), change.float(),
+                                       "batch pos head d_head, batch pos head d_head -> batch head"))
+    return logits.detach(), torch.stack(per_layer, dim=1).cpu()
+
+
+@dataclass(frozen=True)
+class AttributionResult:
+    """Estimated effect of ablating each head alone, per prompt, with the exact clean scores."""
+
+    kind: str
+    clean: AnswerScores
+    delta: Float[Tensor, "batch layer head_index"]  # estimated change of each prompt's mean answer log-prob
+    method: str = "attribution patching"
+
+    @property
+    def heads(self) -> list[Head]:
+        n_layers, n_heads = self.delta.shape[1:]
+        return [Head(layer, head) for layer in range(n_layers) for head in range(n_heads)]
+
+    def delta_logprob(self) -> Float[Tensor, "layer head_index"]:
+        """Estimated change of the mean answer log-probability over all prompts."""
+        return self.delta.mean(0)
+
+    def top_heads(self, k: int) -> list[Head]:
+        """The ``k`` heads whose ablation is estimated to lower the answer log-prob most."""
+        flat = self.delta_logprob().flatten()
+        if not 0 <= k <= flat.numel():
+            raise ValueError(f"k={k} must be between 0 and the number of heads ({flat.numel()})")
+        n_heads = self.delta.shape[2]
+        return [Head(int(i) // n_heads, int(i) % n_heads) for i in torch.argsort(flat, stable=True)[:k]]
+
+    def flagged_heads(self, k: int) -> list[Head]:
+        """The ``k`` heads with the largest estimated change either way: the ones to re-check
+        exactly (a head whose ablation effect a linearization gets wrong often still shows a
+        large estimate, of the wrong sign)."""
+        flat = self.delta_logprob().flatten().abs()
+        if not 0 <= k <= flat.numel():
+            raise ValueError(f"k={k} must be between 0 and the number of heads ({flat.numel()})")
+        n_heads = self.delta.shape[2]
+        return [Head(int(i) // n_heads, int(i) % n_heads) for i in torch.argsort(flat, descending=True, stable=True)[:k]]
+
+    def rows(self, task: str, length: int, model_name: str = "") -> list[dict]:
+        """Rows like ``SweepResult.rows`` for what a first-order estimate can say: the log-prob
+        columns. Accuracy is left out: exact match changes in jumps that a gradient cannot see."""
+        base_lp = self.clean.mean_logprob.mean().item()
+        estimate = self.delta_logprob()
+        return [{"model": model_name, "task": task, "length": length, "layer": head.layer, "head": head.head,
+                 "mean_logprob": base_lp + estimate[head].item(), "delta_logprob": estimate[head].item(),
+                 "estimate": f"{self.method} ({self.kind})"} for head in self.heads]
+
+
+def attribution_sweep(model, encoded: Sequence[EncodedPrompt], kind: str = "zero",
+                      means: HeadMeans | None = None, batch_size: int = 8, steps: int = 1,
+                      fwd_hooks: Sequence[Hook] = (), progress: bool = True) -> AttributionResult:
+    """First-order estimate of each head's single-head ablation effect on ``encoded`` prompts:
+    the screen to run before ``interp.interventions.sweep.head_sweep``, at the cost of one forward and one
+    backward pass per batch instead of one (partial) forward pass per head.
+
+    ``steps > 1`` averages the gradient over ``steps`` points of the path on which every head
+    moves towards its ablation at once (midpoint rule; integrated gradients), at ``steps`` times
+    the cost plus one clean forward pass."""
+    if kind not in ABLATION_KINDS:
+        raise ValueError(f"kind={kind!r} is not an ablation; expected one of {ABLATION_KINDS}")
+    if kind == "mean" and means is None:
+        raise ValueError("mean ablation needs means=compute_head_means(model, reference_prompts)")
+    if not encoded:
+        raise ValueError("encoded prompts must not be empty")
+    if steps < 1:
+        raise ValueError(f"steps={steps} must be >= 1 (1: attribution patching, more: integrated gradients)")
+    alphas = [0.0] if steps == 1 else [(i + 0.5) / steps for i in range(steps)]
+    clean_parts, delta_parts = [], []
+    batches = list(padded_batches(encoded, batch_size, pad_token_id(model.tokenizer)))
+    for batch in tqdm(batches, desc="attribution", disable=not progress, leave=False):
+        where = AnswerPositions.of(batch.items)
+        hooks = [*fwd_hooks, select_positions_hook(where.positions)]
+        metric = partial(answer_logprob, where=where)
+        estimates = []
+        for alpha in alphas:
+            logits, delta = head_attributions(model, batch.tokens, metric, kind, means, hooks, alpha)
+            estimates.append(delta)
+        if alphas != [0.0]:
+            with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+                logits = model(batch.tokens.to(model.cfg.device))
+        clean_parts.append((batch.indices, answer_rows(logits, batch.items)))
+        delta_parts.append((batch.indices, list(torch.stack(estimates).mean(0))))
+    method = "attribution patching" if steps == 1 else f"integrated gradients ({steps} steps)"
+    n = len(encoded)
+    return AttributionResult(kind, AnswerScores.from_rows(in_input_order(n, clean_parts)),
+                             torch.stack(in_input_order(n, delta_parts)), method)
+
+
+def recheck(model, encoded: Sequence[EncodedPrompt], screen: AttributionResult, k: int = 10,
+            means: HeadMeans | None = None, batch_size: int = 8, progress: bool = True) -> Float[Tensor, "layer head_index"]:
+    """The screen's estimates with the ``k`` flagged heads (largest estimated change) replaced by
+    their exact single-head ablation effect from ``head_sweep``: screen, then pay for ``k``
+    heads instead of all."""
+    table = screen.delta_logprob().clone()
+    if k == 0:
+        return table
+    exact = head_sweep(model, encoded, screen.flagged_heads(k), screen.kind, means, batch_size, progress)
+    checked = exact.delta_logprob_table(*table.shape)
+    return torch.where(torch.isnan(checked), table, checked)
+
+
+# --------------------------------------------------------------------------- agreement with the exact sweep
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How well an estimate ranks heads like the exact sweep does."""
+
+    spearman: float  # rank correlation over all heads
+    pearson: float
+    k: int
+    overlap: int  # heads among the k largest drops of both
+    overlap_magnitude: int  # heads among the k largest |changes| of both
+    top_exact: list[Head]
+    top_estimate: list[Head]
+
+    def summary(self) -> str:
+        return (f"Spearman {self.spearman:.3f}, Pearson {self.pearson:.3f}, top-{self.k} overlap {self.overlap}/{self.k} "
+                f"(largest |change|: {self.overlap_magnitude}/{self.k})")
+
+
+def _lowest(values: Tensor, k: int) -> list[int]:
+    return torch.argsort(values, stable=True)[:k].tolist()
+
+
+def agreement(estimate: Float[Tensor, "layer head_index"], exact: Float[Tensor, "layer head_index"], k: int = 10) -> Agreement:
+    """Rank correlation over all heads, and overlap of the ``k`` heads whose ablation lowers the
+    answer log-prob most (and of the ``k`` largest changes either way)."""
+    from scipy.stats import pearsonr, spearmanr
+
+    if estimate.shape != exact.shape:
+        raise ValueError(f"estimate has shape {tuple(estimate.shape)} but exact has {tuple(exact.shape)}")
+    if torch.isnan(exact).any() or torch.isnan(estimate).any():
+        raise ValueError("agreement needs every head in both: sweep all heads, or compare the swept ones only")
+    est, ref = estimate.flatten().double(), exact.flatten().double()
+    if not 0 < k <= len(ref):
+        raise ValueError(f"k={k} must be between 1 and the number of heads ({len(ref)})")
+    n_heads = exact.shape[1]
+
+    def heads(indices: list[int]) -> list[Head]:
+        return [Head(i // n_heads, i % n_heads) for i in indices]
+
+    top_ref, top_est = _lowest(ref, k), _lowest(est, k)
+    overlap_magnitude = len(set(_lowest(-ref.abs(), k)) & set(_lowest(-est.abs(), k)))
+    return Agreement(float(spearmanr(est.numpy(), ref.numpy()).statistic), float(pearsonr(est.numpy(), ref.numpy()).statistic),
+                     k, len(set(top_ref) & set(top_est)), overlap_magnitude, heads(top_ref), heads(top_est))

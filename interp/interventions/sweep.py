@@ -1,0 +1,109 @@
+"""Single-head ablation sweep: the effect of ablating each head alone on a task.
+
+Built on :mod:`interp.interventions.replay`: a head in layer ``L`` cannot change the residual stream below
+``L``, so each batch's clean run keeps ``hook_resid_pre`` of every swept layer and only blocks
+``L..`` are run again per head (optionally several heads of a layer at once, stacked along the
+batch), with the unembedding at answer positions only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from interp.interventions.ablation import AblationKind, HeadMeans, ablation_hooks, z_hook_name
+from interp.measure.batching import batched, in_input_order, pad_token_id, padded_batches
+from interp.core.heads import Head, validate_heads
+from interp.prompts import EncodedPrompt
+from interp.interventions.replay import replay, run_clean
+from interp.measure.teacher_forcing import AnswerScores, teacher_forced_scores
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    heads: list[Head]
+    clean: AnswerScores
+    ablated: list[AnswerScores]  # one per head, same order
+
+    def delta_logprobs(self) -> list[float]:
+        """Per head (same order as ``heads``): the change of the mean answer log-prob from the clean run."""
+        base = self.clean.mean_logprob.mean().item()
+        return [scores.mean_logprob.mean().item() - base for scores in self.ablated]
+
+    def delta_logprob_table(self, n_layers: int, n_heads: int) -> Float[Tensor, "layer head_index"]:
+        """:meth:`delta_logprobs` as a layer x head matrix (NaN where a head was not swept)."""
+        table = torch.full((n_layers, n_heads), float("nan"))
+        for head, delta in zip(self.heads, self.delta_logprobs()):
+            table[head] = delta
+        return table
+
+    def rows(self, task: str, length: int, model_name: str = "") -> list[dict]:
+        base_acc = self.clean.accuracy
+        return [{"model": model_name, "task": task, "length": length, "layer": head.layer, "head": head.head,
+                 "accuracy": scores.accuracy, "delta_accuracy": scores.accuracy - base_acc,
+                 "mean_logprob": scores.mean_logprob.mean().item(), "delta_logprob": delta}
+                for head, scores, delta in zip(self.heads, self.ablated, self.delta_logprobs())]
+
+
+def _stacked_hook(model, layer: int, heads: Sequence[int], n_rows: int, kind: AblationKind, means: HeadMeans | None):
+    """One hook on ``hook_z`` of ``layer`` ablating head ``heads[i]`` in the i-th block of rows."""
+    per_head = [ablation_hooks(model, [(layer, h)], kind, means)[0][1] for h in heads]
+
+    def hook(z, hook):
+        return torch.cat([fn(chunk, hook) for fn, chunk in zip(per_head, z.split(n_rows))])
+
+    return z_hook_name(layer), hook
+
+
+def head_sweep(model, encoded: Sequence[EncodedPrompt], heads: Sequence[tuple[int, int]] | None = None,
+               kind: AblationKind = "zero", means: HeadMeans | None = None, batch_size: int = 8,
+               progress: bool = True, heads_per_pass: int = 1) -> SweepResult:
+    """Scores of ``encoded`` prompts with each head in ``heads`` (default: all) ablated alone.
+
+    ``heads_per_pass`` heads of a layer share one forward pass, stacked along the batch. On the
+    CPU one per pass is fastest (measured: 9 stacked heads took 2x the time of 9 separate passes
+    on SmolLM2); on a GPU stacking fills the device better."""
+    if heads_per_pass < 1:
+        raise ValueError(f"heads_per_pass={heads_per_pass} must be >= 1")
+    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
+    heads = validate_heads(heads if heads is not None else [(l, h) for l in range(n_layers) for h in range(n_heads)],
+                           n_layers, n_heads)
+    if len(set(heads)) != len(heads):
+        raise ValueError("heads: each head may be swept once; the list repeats "
+                         + ", ".join(sorted({str(h) for h in heads if heads.count(h) > 1})))
+    by_layer: dict[int, list[int]] = {}
+    for head in heads:
+        by_layer.setdefault(head.layer, []).append(head.head)
+    clean_parts, ablated_parts = [], {h: [] for h in heads}
+    batches = list(padded_batches(encoded, batch_size, pad_token_id(model.tokenizer)))
+    bar = tqdm(total=len(batches) * len(by_layer), desc="head sweep", disable=not progress, leave=False)
+    for batch in batches:
+        clean = run_clean(model, batch, by_layer)
+        clean_parts.append((batch.indices, clean.rows))
+        for layer, layer_heads in by_layer.items():
+            for group in batched(layer_heads, heads_per_pass):
+                hook = _stacked_hook(model, layer, group, len(batch), kind, means)
+                for h, rows in zip(group, replay(model, clean, layer, [hook], copies=len(group))):
+                    ablated_parts[Head(layer, h)].append((batch.indices, rows))
+            bar.update()
+    bar.close()
+    n = len(encoded)
+    return SweepResult(list(heads), AnswerScores.from_rows(in_input_order(n, clean_parts)),
+                       [AnswerScores.from_rows(in_input_order(n, ablated_parts[h])) for h in heads])
+
+
+def naive_head_sweep(model, encoded: Sequence[EncodedPrompt], heads: Sequence[tuple[int, int]],
+                     kind: AblationKind = "zero", means: HeadMeans | None = None, batch_size: int = 8,
+                     progress: bool = True) -> SweepResult:
+    """Reference implementation: one full hooked forward per head (for tests and benchmarks)."""
+    heads = validate_heads(heads, model.cfg.n_layers, model.cfg.n_heads)
+    clean = teacher_forced_scores(model, encoded, batch_size, progress=False, every_position=True)
+    ablated = [teacher_forced_scores(model, encoded, batch_size, ablation_hooks(model, [h], kind, means), progress=False,
+                                     every_position=True)
+               for h in tqdm(heads, desc="naive sweep", disable=not progress, leave=False)]
+    return SweepResult(list(heads), clean, ablated)
