@@ -382,3 +382,23 @@ def test_timing_after_a_resume_counts_the_killed_part_too(tmp_path, monkeypatch)
     clock.now += 10
     record(5, 0.0)
     assert unknown.finish(6)["timed_from_step"] == 4
+
+
+def test_ablate_heads_recomputes_a_truncated_score_table(tmp_path, capsys):
+    """The issue's reproduction: cut head_scores_<model>.csv and re-run ablate_heads.py."""
+    import ablate_heads
+
+    argv = [*TINY, "--model", "tiny-llama", "--out", str(tmp_path), "--tasks", "UR", "--lengths", "6", "--n", "2",
+            "--k", "2", "--kinds", "zero", "--random-seeds", "0", "--score-sequences", "2"]
+    assert ablate_heads.main(argv) == 0
+    scores, table = tmp_path / "head_scores_tiny-llama.csv", tmp_path / "ablation_tiny-llama.csv"
+    whole_scores, whole_table = scores.read_text(), table.read_text()
+    scores.write_text("".join(whole_scores.splitlines(keepends=True)[:3]))
+    capsys.readouterr()
+    assert ablate_heads.main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"not reusing the head scores in {scores}: head_scores_tiny-llama.csv: it has 2 of the model's 8 heads" in out
+    assert scores.read_text() == whole_scores and table.read_text() == whole_table
+    scores.unlink()  # the CSV deleted, the JSON kept: recomputed, not a refusal
+    assert ablate_heads.main(argv) == 0 and scores.read_text() == whole_scores
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".csv"] * 3 + [".json"] * 3 + [".md"] * 3
