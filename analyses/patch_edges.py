@@ -33,7 +33,8 @@ from interp.core.tables import to_markdown, write_table
 from interp.experiments.edge_study import (EDGE_ROW_SHAPE, EdgeStudyConfig, claim_summary, edge_study, summary_table,
                                            sweep_summary)
 from interp.interventions.edges.data import TASKS, check_length
-from interp.interventions.edges.preflight import ModelShape, check_request, model_shape
+from interp.interventions.edges.preflight import check_request, model_shape
+from interp.models.shape import ModelShape
 
 DEFAULT_N = 32
 DEFAULT_SWEEP_N = 8
