@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = Parser(__doc__)
     parser.add_argument("--results", type=existing_dir, default=ROOT / "results",
                         help="folder with the results CSVs (default results/)")
-    parser.add_argument("--out", type=writable_dir, default=str(ROOT / "figures"), help="output folder (default figures/)")
+    parser.add_argument("--out", type=writable_dir, default=str(ROOT / "figures"),
+                        help="output folder (default figures/)")
     parser.add_argument("--formats", default="html,pdf,png",
                         help=f"comma-separated, from {', '.join(HTML_FORMATS + STATIC_FORMATS)} (default html,pdf,png)")
     parser.add_argument("--model", default=None, help="only this model's figures (default: every model in the files)")

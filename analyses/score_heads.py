@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
-                        load_model_from_args, name_list, positive_int, positive_int_list, prompt_config_from_args,
-                        results_suffix, run, seed, source_from_args)
+                        input_error_argument, load_model_from_args, name_list, positive_int, positive_int_list,
+                        prompt_config_from_args, results_suffix, run, seed, source_from_args)
 from interp.core.lm import context_length
 from interp.core.locking import TableLock
 from interp.core.naming import model_name
@@ -51,17 +51,17 @@ def main(argv: list[str] | None = None) -> int:
     tasks = tuple(t for t in args.tasks if t != "none")
 
     stem = args.out / f"head_scores{results_suffix(args)}"
+    config = AblationConfig(tasks=tasks or ("UF",), lengths=tuple(args.lengths), n_examples=args.task_n, seed=args.seed,
+                            prompt_config=prompt_config_from_args(parser, args, tasks), random_seeds=(),
+                            source=source_from_args(parser, args, tasks or ["UF"]))
     with TableLock(stem):  # before the model loads: a second run on this table is refused at once
         model = load_model_from_args(args)
         check_probe_length(parser, model, args.half_length, args.bos)
-        config = AblationConfig(tasks=tasks or ("UF",), lengths=tuple(args.lengths), n_examples=args.task_n,
-                                seed=args.seed, prompt_config=prompt_config_from_args(parser, args, tasks), random_seeds=(),
-                                source=source_from_args(parser, args, tasks or ["UF"]))
         if tasks:
             try:
                 check_prompt_context(model, config)
             except ValueError as err:
-                fail(parser, "--lengths", str(err))
+                fail(parser, input_error_argument(str(err), args), str(err))
         scores = score_heads(model, half_length=args.half_length, n_sequences=args.n, seed=args.seed,
                              prepend_bos=args.bos, progress=not args.quiet)
         if tasks:

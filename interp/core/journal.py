@@ -43,7 +43,8 @@ def shape_problem(row: object, shape: RowShape) -> str | None:
     missing = [k for k in shape if k not in row]
     if missing:
         return f"lacks {missing}"
-    wrong = [k for k, kinds in shape.items() if not isinstance(row[k], kinds) or (kinds is int and isinstance(row[k], bool))]
+    wrong = [k for k, kinds in shape.items()
+             if not isinstance(row[k], kinds) or (kinds is int and isinstance(row[k], bool))]
     return f"wrong type of {wrong}" if wrong else None
 
 

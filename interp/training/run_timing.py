@@ -47,14 +47,16 @@ class RunTimer:
         if step == 0:
             self.base = (0.0, 0.0)
         elif stored.get("step") == step and isinstance(stored.get("seconds"), (int, float)):
-            self.base, self.timed_from = (float(stored["seconds"]), float(stored["cpu_seconds"])), int(stored["timed_from_step"])
+            self.base = (float(stored["seconds"]), float(stored["cpu_seconds"]))
+            self.timed_from = int(stored["timed_from_step"])
         else:  # no record of the earlier part: say from which step the totals count
             self.base, self.timed_from = (0.0, 0.0), step
 
     def totals(self) -> dict:
         wall, cpu = self.base or (0.0, 0.0)
         return {"seconds": round(wall + time.time() - self.started, 1),
-                "cpu_seconds": round(cpu + time.process_time() - self.cpu_started, 1), "timed_from_step": self.timed_from}
+                "cpu_seconds": round(cpu + time.process_time() - self.cpu_started, 1),
+                "timed_from_step": self.timed_from}
 
     def _save(self, step: int) -> None:
         if self.run_dir is not None:
