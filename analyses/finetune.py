@@ -22,8 +22,9 @@ import sys
 import torch
 
 from interp.models.adapters import LoraSettings
-from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, fail, fraction, non_negative_int,
-                        positive_int, positive_int_list, run, seed, task_name)
+from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, fail, fraction, new_or_existing_dir,
+                        non_negative_float, non_negative_int, positive_float, positive_int, positive_int_list, run,
+                        seed, task_name)
 from interp.data.tasks import TASK_NAMES
 from interp.experiments.finetune import finetune
 from interp.training import PRECISIONS, SCHEDULES, TrainConfig
@@ -42,11 +43,12 @@ def build_parser() -> Parser:
     p.add_argument("--steps", type=positive_int, default=defaults.steps)
     p.add_argument("--batch-size", type=positive_int, default=defaults.batch_size, help="examples per optimizer step")
     p.add_argument("--grad-accum", type=positive_int, default=defaults.grad_accum, help="micro-batches per step")
-    p.add_argument("--lr", type=float, default=defaults.lr)
-    p.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
+    p.add_argument("--lr", type=positive_float, default=defaults.lr)
+    p.add_argument("--weight-decay", type=non_negative_float, default=defaults.weight_decay)
     p.add_argument("--warmup", type=fraction, default=defaults.warmup_frac, help="fraction of steps of linear warmup")
     p.add_argument("--schedule", default=defaults.schedule, choices=SCHEDULES)
-    p.add_argument("--max-grad-norm", type=float, default=defaults.max_grad_norm)
+    p.add_argument("--max-grad-norm", type=non_negative_float, default=defaults.max_grad_norm,
+                   help="gradient clipping norm (0: no clipping)")
     p.add_argument("--seed", type=seed, default=defaults.seed)
     p.add_argument("--max-position", type=positive_int, default=None,
                    help="train with a random position-id offset in [0, N - len] (absolute-position models, the paper's trick)")
@@ -54,17 +56,17 @@ def build_parser() -> Parser:
     p.add_argument("--gradient-checkpointing", action="store_true")
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter instead of every weight")
     p.add_argument("--lora-rank", type=positive_int, default=LoraSettings.rank)
-    p.add_argument("--lora-alpha", type=float, default=LoraSettings.alpha)
+    p.add_argument("--lora-alpha", type=positive_float, default=LoraSettings.alpha)
     p.add_argument("--lora-targets", default=None, help="comma-separated module names (default: attention projections)")
-    p.add_argument("--adapter-out", default=None, help="folder to save the adapter in (with --lora), e.g. adapters/ub")
+    p.add_argument("--adapter-out", type=new_or_existing_dir, default=None, help="folder to save the adapter in (with --lora), e.g. adapters/ub")
     p.add_argument("--save-model", action="store_true", help="save the fine-tuned model under the run folder")
     p.add_argument("--eval-every", type=positive_int, default=defaults.eval_every)
     p.add_argument("--eval-examples", type=non_negative_int, default=defaults.eval_examples)
     p.add_argument("--eval-batch-size", type=positive_int, default=defaults.eval_batch_size)
     p.add_argument("--checkpoint-every", type=positive_int, default=defaults.checkpoint_every)
     p.add_argument("--stop-at-accuracy", type=fraction, default=None, help="stop once every in-distribution length reaches it")
-    p.add_argument("--memory-budget-gib", type=float, default=None, help="refuse plans above this (default: the device's memory)")
-    p.add_argument("--run-dir", default=None, help="checkpoint folder (default results/runs/finetune_<model>_<task>)")
+    p.add_argument("--memory-budget-gib", type=positive_float, default=None, help="refuse plans above this (default: the device's memory)")
+    p.add_argument("--run-dir", type=new_or_existing_dir, default=None, help="checkpoint folder (default results/runs/finetune_<model>_<task>)")
     p.add_argument("--no-resume", action="store_true", help="start over even if the run folder holds a checkpoint")
     p.add_argument("--tag", default=None, help="suffix for the results and run names")
     p.add_argument("--threads", type=positive_int, default=None,
@@ -89,10 +91,11 @@ def main(argv: list[str] | None = None) -> int:
         targets = tuple(t for t in args.lora_targets.split(",") if t) if args.lora_targets else None
         lora = LoraSettings(rank=args.lora_rank, alpha=args.lora_alpha, target_modules=targets)
     config = TrainConfig(
-        task=args.task, train_lengths=args.train_lengths, id_lengths=args.id_lengths, ood_lengths=args.ood_lengths,
+        task=args.task, train_lengths=tuple(args.train_lengths), id_lengths=tuple(args.id_lengths),
+        ood_lengths=tuple(args.ood_lengths),
         steps=args.steps, batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr,
         weight_decay=args.weight_decay, warmup_frac=args.warmup, schedule=args.schedule,
-        max_grad_norm=args.max_grad_norm, seed=args.seed, n_shots=args.shots, template=args.template,
+        max_grad_norm=args.max_grad_norm, seed=args.seed, n_shots=args.shots, template=args.template or TrainConfig.template,
         max_position=args.max_position, precision=args.precision, gradient_checkpointing=args.gradient_checkpointing,
         lora=lora, eval_every=args.eval_every, eval_examples=args.eval_examples, eval_batch_size=args.eval_batch_size,
         checkpoint_every=args.checkpoint_every, stop_at_accuracy=args.stop_at_accuracy,

@@ -18,7 +18,8 @@ import sys
 import time
 from dataclasses import asdict, replace
 
-from interp.cli import Parser, add_output_args, fraction, name_list, positive_int, run, seed, task_list
+from interp.cli import (Parser, add_output_args, fraction, name_list, positive_float, positive_int, run, seed,
+                        task_list)
 from interp.core.tables import to_markdown, write_table
 from interp.experiments.from_scratch import POSITIONALS, PRESETS, train_table, verdict
 from interp.data.tasks import TASK_NAMES
@@ -34,7 +35,7 @@ def build_parser() -> Parser:
     p.add_argument("--steps", type=positive_int, default=None, help="override the preset's maximum steps per task")
     p.add_argument("--d-model", type=positive_int, default=None)
     p.add_argument("--layers", type=positive_int, default=None)
-    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--lr", type=positive_float, default=None)
     p.add_argument("--seed", type=seed, default=None)
     p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads per worker (default: the preset's)")
     p.add_argument("--workers", type=positive_int, default=2, help="tasks trained at once, one process each (default 2: two cores)")

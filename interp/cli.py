@@ -9,6 +9,7 @@ heads) are reported the same way through :func:`fail`, still before any scoring.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import tempfile
@@ -86,6 +87,40 @@ def fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}")
+    return value
+
+
+def _finite_float(text: str, expected: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (``--lr``): NaN and infinity are refused, not trained on.
+
+    >>> positive_float("3e-4")
+    0.0003
+    """
+    value = _finite_float(text, "a finite number > 0")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number >= 0 (``--weight-decay``, ``--max-grad-norm`` where 0 turns clipping off).
+
+    >>> non_negative_float("0")
+    0.0
+    """
+    value = _finite_float(text, "a finite number >= 0")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
     return value
 
 
@@ -179,6 +214,24 @@ def writable_file(text: str) -> Path:
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{str(path)!r} is a folder; expected a file name")
     writable_dir(str(path.parent))
+    return path
+
+
+def new_or_existing_dir(text: str) -> Path:
+    """A folder that exists or can be created, not a file (``--run-dir``, ``--adapter-out``);
+    checked before any work, created by whoever writes into it.
+
+    >>> new_or_existing_dir("results/runs/finetune_x").name
+    'finetune_x'
+    """
+    path = Path(text).expanduser()
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise argparse.ArgumentTypeError(f"{str(path)!r} cannot be a folder: {str(folder)!r} is a file")
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise argparse.ArgumentTypeError(f"cannot write into {str(folder)!r}")
+            break
     return path
 
 

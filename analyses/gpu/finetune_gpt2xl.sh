@@ -26,7 +26,7 @@
 # Time: about 0.2-0.3 s a step on an H100/H200 (batch 64 in 2 micro-batches, sequences of 10-110
 # tokens), so ~15 min a task for 3000 steps plus ~1 min of evaluation; ~50 min at STEPS=10000.
 # A killed run started again with the same arguments resumes from its last checkpoint
-# (every 500 steps: ~18 GiB each, in results/runs/finetune_gpt2-xl_<TASK>/checkpoint.pt).
+# (every 500 steps: ~18 GiB each, in results/runs/finetune_gpt2-xl_<TASK>/checkpoint.safetensors).
 #
 # Writes, per task
 #   results/finetune_gpt2-xl_<TASK>.{csv,json,md}   step, split (id/ood), length, accuracy, loss

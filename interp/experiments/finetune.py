@@ -17,6 +17,7 @@ from interp.models import (EMBEDDED_MODEL, TINY_MODELS, canonical_name, load_hf_
                       resolve_dtype)
 from interp.core.naming import model_label
 from interp.core.tables import atomic_write_text, write_table
+from interp.training.checkpoint import check_run_dir
 from interp.training.config import TrainConfig
 from interp.training.loop import TrainResult, train
 from interp.training.memory import GIB, MemoryEstimate, check_memory, plan_memory
@@ -64,6 +65,10 @@ def finetune(model_name: str, config: TrainConfig, *, run_dir: str | os.PathLike
     budget = int(memory_budget_gib * GIB) if memory_budget_gib is not None else None
     label = model_label(model_name)
     what = f"{label} {'LoRA' if config.lora else 'full'} fine-tuning"
+    name = f"finetune_{label}_{config.task}{'_' + tag if tag else ''}"
+    run_dir = Path(run_dir) if run_dir is not None else Path(results_dir) / "runs" / name
+    check_run_dir(run_dir, "--run-dir")  # before any weight is loaded: a file there would fail only at the end
+    check_run_dir(adapter_out, "--adapter-out")
 
     memory = None
     meta = _meta_model(model_name)
@@ -89,17 +94,11 @@ def finetune(model_name: str, config: TrainConfig, *, run_dir: str | os.PathLike
     else:
         model.requires_grad_(True)
 
-    run_dir = Path(run_dir) if run_dir is not None else Path(results_dir) / "runs" / f"finetune_{label}_{config.task}{'_' + tag if tag else ''}"
     result = train(model, tokenizer, config, run_dir, resume=resume, progress=progress)
 
-    stem = Path(results_dir) / f"finetune_{label}_{config.task}{'_' + tag if tag else ''}"
-    method = "lora" if config.lora else "full"
-    rows = [{"model": label, "task": config.task, "method": method, **row} for row in result.history]
-    columns = ["model", "task", "method", "step", "split", "length", "accuracy", "loss", "train_loss",
-               "token_accuracy", "n_examples", "stderr"]
     command = command or " ".join(shlex.quote(a) for a in sys.argv)
     info = run_info(label, config, result, memory, command)
-    table = write_table(rows, stem, columns=columns, metadata=info)
+    table = write_history(result, label, config, Path(results_dir) / name, info)
 
     adapter_path = model_dir = None
     if config.lora is not None and adapter_out is not None:
@@ -111,6 +110,15 @@ def finetune(model_name: str, config: TrainConfig, *, run_dir: str | os.PathLike
         to_save.save_pretrained(model_dir)
         tokenizer.save_pretrained(model_dir)
     return FinetuneResult(result, table, adapter_path, model_dir, memory, info)
+
+
+def write_history(result: TrainResult, label: str, config: TrainConfig, stem: Path, info: dict) -> list[Path]:
+    """The run's evaluations as ``<stem>.{csv,json,md}``, with ``info`` as metadata."""
+    method = "lora" if config.lora else "full"
+    rows = [{"model": label, "task": config.task, "method": method, **row} for row in result.history]
+    columns = ["model", "task", "method", "step", "split", "length", "accuracy", "loss", "train_loss",
+               "token_accuracy", "n_examples", "stderr"]
+    return write_table(rows, stem, columns=columns, metadata=info)
 
 
 def accuracy_summary(result: TrainResult, step: int) -> dict[str, dict[int, float]]:

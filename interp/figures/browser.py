@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -39,6 +40,35 @@ CHROMIUM_FLAGS = (
 )
 
 
+def isolated_env(profile: str | Path) -> dict[str, str]:
+    """The environment for a browser whose every file goes under ``profile``: Chromium writes
+    its certificate store, font cache and crash reports into ``$HOME`` and the XDG folders even
+    with its own ``--user-data-dir``, so those point into the profile too.
+
+    >>> isolated_env("/tmp/p")["HOME"]
+    '/tmp/p/home'
+    """
+    home = Path(profile) / "home"
+    return {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+            "XDG_CACHE_HOME": str(home / ".cache"), "XDG_DATA_HOME": str(home / ".local" / "share")}
+
+
+def isolated_launcher(browser: str, profile: str | Path) -> Path:
+    """An executable in ``profile`` that starts ``browser`` with :func:`isolated_env`'s folders,
+    for launchers (kaleido) that start the browser themselves with the caller's environment.
+
+    >>> kaleido.Kaleido(path=str(isolated_launcher("/usr/bin/chromium", profile)))  # doctest: +SKIP
+    """
+    env = isolated_env(profile)
+    launcher = Path(profile) / "browser"
+    launcher.parent.mkdir(parents=True, exist_ok=True)
+    settings = " ".join(f"{key}={shlex.quote(env[key])}" for key in ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME",
+                                                                      "XDG_DATA_HOME"))
+    launcher.write_text(f"#!/bin/sh\nexport {settings}\nexec {shlex.quote(browser)} \"$@\"\n")
+    launcher.chmod(0o700)
+    return launcher
+
+
 def headless_chromium(html_path: str | Path, *, screenshot: str | Path | None = None, window: tuple[int, int] = (1300, 1600),
                       browser: str | None = None, timeout: float = 60, budget_ms: int | None = None) -> str:
     """Open ``html_path`` in headless Chromium with the network cut off; return the DOM after its
@@ -46,7 +76,7 @@ def headless_chromium(html_path: str | Path, *, screenshot: str | Path | None = 
     scripts have run), and write a PNG screenshot when ``screenshot`` is given. ``budget_ms`` adds
     ``--virtual-time-budget`` (it made screenshots hang here, so it is off by default).
 
-    Uses a fresh ``--user-data-dir`` each time. Raises ``FileNotFoundError`` without a browser
+    Uses a fresh ``--user-data-dir`` each time, which is also the browser's ``$HOME``. Raises ``FileNotFoundError`` without a browser
     (see ``scripts/install_chromium.sh``)."""
     browser = browser or find_browser()
     if browser is None:
@@ -58,7 +88,8 @@ def headless_chromium(html_path: str | Path, *, screenshot: str | Path | None = 
         with tempfile.TemporaryDirectory(prefix="interp-chromium-") as profile:
             command = [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={window[0]},{window[1]}",
                        *([f"--virtual-time-budget={budget_ms}"] if budget_ms else []), *extra, url]
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                                  env=isolated_env(profile))
         if done.returncode != 0:
             raise RuntimeError(f"{browser} {' '.join(extra)} {url} failed ({done.returncode}): {done.stderr[-2000:]}")
         return done

@@ -4,13 +4,14 @@ PDF/SVG/PNG rendered by a local headless Chromium through kaleido, all written a
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import plotly.graph_objects as go
 
-from interp.figures.browser import BROWSER_HINT, BrowserNotFoundError, find_browser
+from interp.figures.browser import BROWSER_HINT, BrowserNotFoundError, find_browser, isolated_launcher
 from interp.core.tables import atomic_write_bytes, atomic_write_text, stem_file
 
 STATIC_FORMATS = ("pdf", "svg", "png")
@@ -33,6 +34,7 @@ class StaticExporter:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._kaleido = None
+        self._home: tempfile.TemporaryDirectory | None = None
 
     # The browser lives in an event loop on its own thread, so callers need not be async (and
     # may themselves run inside an event loop, e.g. Jupyter).
@@ -42,7 +44,9 @@ class StaticExporter:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="interp-kaleido")
         self._thread.start()
-        k = kaleido.Kaleido(path=self.browser, mathjax=False, timeout=self.timeout)
+        self._home = tempfile.TemporaryDirectory(prefix="interp-kaleido-")  # the browser's $HOME, not the user's
+        k = kaleido.Kaleido(path=str(isolated_launcher(self.browser, self._home.name)), mathjax=False,
+                            timeout=self.timeout)
         try:
             self._run(k.open())
         except Exception as err:
@@ -63,6 +67,9 @@ class StaticExporter:
                 self._thread.join(timeout=30)
             self._loop.close()
             self._loop, self._thread = None, None
+        if self._home is not None:
+            self._home.cleanup()
+            self._home = None
 
     def _run(self, coroutine):
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()

@@ -9,6 +9,7 @@ baseline is above zero.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from pathlib import Path
 
 import torch
 from transformers import PreTrainedModel
+
+from interp.core.weights_files import READ_ERRORS, unreadable_reason
 
 ADAPTERS_DIR = Path(__file__).resolve().parents[2] / "adapters"
 ADAPTER_INFO = "adapter_info.json"
@@ -45,6 +48,8 @@ class LoraSettings:
     def __post_init__(self) -> None:
         if self.rank < 1:
             raise ValueError(f"LoRA rank={self.rank} must be >= 1")
+        if not (math.isfinite(self.alpha) and self.alpha > 0):
+            raise ValueError(f"LoRA alpha={self.alpha} must be a finite number > 0")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"LoRA dropout={self.dropout} must be in [0, 1)")
 
@@ -172,6 +177,10 @@ def merge_adapter(model: PreTrainedModel, adapter: str | os.PathLike, root: Path
                          f"load it with --model {recorded}")
     try:
         wrapped = PeftModel.from_pretrained(model, str(path))
+    except READ_ERRORS as err:
+        weights = ", ".join(p.name for p in sorted(path.glob("adapter_model.*"))) or "no adapter_model file"
+        raise ValueError(f"adapter {path} ({weights}) cannot be read: {unreadable_reason(err)}; "
+                         f"train it again or delete it") from None
     except (RuntimeError, ValueError, KeyError) as err:
         raise ValueError(f"adapter {path} does not fit this model (it was trained on {recorded or 'unknown'!r}): {err}") from err
     merged = wrapped.merge_and_unload()

@@ -15,7 +15,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from interp.models.store import CacheDamaged, publish_folder, read_manifest, verify
+from interp.models.store import (CacheDamaged, check_cache_entry, publish_folder, read_manifest, remove_stale_staging,
+                                 verify)
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +43,11 @@ def convert_again(folder: Path, convert: Convert, what: str, reason: str) -> Pat
 
 
 def ensure_converted(folder: Path, convert: Convert, what: str) -> Path:
-    """``folder`` once it holds a sound conversion: converted on first use, again when damaged."""
+    """``folder`` once it holds a sound conversion: converted on first use, again when damaged.
+    Staging folders that killed or concurrent conversions left behind are removed on the way."""
     folder = Path(folder)
+    check_cache_entry(folder)
+    remove_stale_staging(folder.parent, [folder.name], keep=folder if folder.exists() else None)
     if not folder.exists():
         logger.info("first load of %s: converting it into %s", what, folder)
         return publish_folder(folder, convert)

@@ -16,6 +16,9 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
         resolved = torch.device(device)
     except (RuntimeError, TypeError) as err:
         raise ValueError(f"device={device!r} is not a torch device (expected 'cpu', 'cuda', 'cuda:1', 'auto')") from err
+    if resolved.type == "meta":
+        raise ValueError(f"device={device!r} holds shapes but no data: no model can run on it "
+                         f"(expected 'cpu', 'cuda', 'cuda:1', 'auto')")
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} was requested but CUDA is not available on this machine")
     return resolved

@@ -9,6 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from interp.models import bridge as tl
+from interp.core.weights_files import READ_ERRORS, unreadable_reason
 from interp.core.naming import (EMBEDDED_MODEL, HUB_REPOS, PAPER_MODEL, TINY_MODELS, ModelNotFoundError, canonical_name,
                       with_adapter)
 from interp.models.converted import check_finite, convert_again
@@ -64,7 +65,12 @@ def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32,
 
 def _from_folder(checkpoint: Path, dtype: torch.dtype, device_map) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     extra = {"device_map": device_map} if device_map is not None else {}
-    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype, attn_implementation="eager", **extra)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype, attn_implementation="eager", **extra)
+    except READ_ERRORS as err:
+        weights = ", ".join(sorted(p.name for p in Path(checkpoint).glob("*") if p.suffix in (".bin", ".safetensors")))
+        raise ValueError(f"--model {checkpoint}: its weights ({weights or 'none found'}) cannot be read: "
+                         f"{unreadable_reason(err)}") from None
     check_finite(model, checkpoint)
     return model.eval(), AutoTokenizer.from_pretrained(checkpoint)
 

@@ -3,8 +3,10 @@ processing (layer norms folded, writing weights centred), stored beside the raw 
 
 Processing clones every tensor, several seconds on a CPU, while the result depends only on the
 raw weights, the dtype, the device type and the TransformerLens version; so it is stored once
-per combination and installed on later loads. The file is only a speed-up: an unreadable one
-is rebuilt from the raw weights, and one that cannot be written is skipped with a warning.
+per combination and installed on later loads. The file is only a speed-up: one that differs
+from what was written (checked by its SHA-256 each time it is installed, since flipped bytes
+under a restored time would otherwise give silently wrong weights) is rebuilt from the raw
+weights, and one that cannot be written is skipped with a warning.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
@@ -22,7 +25,7 @@ from interp.core.tables import atomic_path
 from interp.models.converted import PROCESSED_PREFIX
 from interp.models.devices import dtype_name
 from interp.models.lean import CheckpointFolder
-from interp.models.store import CacheDamaged, forget_file, record_files, verify
+from interp.models.store import MANIFEST, CacheDamaged, forget_file, record_files, remove_stale_staging, verify
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +46,8 @@ def save_processed_weights(bridge, target: Path) -> None:
 
 def read_processed_weights(source: Path, device: torch.device | str = "cpu") -> dict[str, Tensor]:
     """The stored tensors (memory-mapped: they take memory as they are used); :class:`CacheDamaged`
-    when the file is not what was written."""
-    verify(source.parent, [source.name])
+    when the file is not what was written (its checksum is compared, not only its size and time)."""
+    verify(source.parent, [source.name], full=True)
     try:
         state_dict = load_file(str(source), device=str(device))
     except Exception as err:  # noqa: BLE001 - safetensors raises its own error type for bad files
@@ -56,7 +59,7 @@ def read_processed_weights(source: Path, device: torch.device | str = "cpu") -> 
 
 
 def _stored(path: Path, device: torch.device) -> dict[str, Tensor] | None:
-    if not path.exists():
+    if not path.is_file():
         return None
     try:
         return read_processed_weights(path, device)
@@ -74,6 +77,11 @@ def install_or_process(bridge, cache_folder: Path, raw: CheckpointFolder | None 
     ones are processed chunk by chunk, so two copies of the weights are never in memory."""
     device = torch.device(bridge.cfg.device)
     path = processed_weights_file(cache_folder, bridge.cfg.dtype, device)
+    remove_stale_staging(path.parent, [path.name, MANIFEST])  # what a killed save left behind
+    usable = not path.exists() or path.is_file()
+    if not usable:
+        logger.warning("processed-weight cache %s is not a file; processing the raw weights on every load until "
+                       "it is removed", path)
     state_dict = _stored(path, device)
     tl.enable_compatibility(bridge, process_weights=state_dict is None and raw is None)
     if state_dict is not None:
@@ -94,8 +102,10 @@ def install_or_process(bridge, cache_folder: Path, raw: CheckpointFolder | None 
             tl.process_weights(bridge)
     elif not tl.weights_processed(bridge):
         tl.process_weights(bridge)
+    if not usable:
+        return
     try:
         save_processed_weights(bridge, path)
-    except OSError as err:
+    except (OSError, SafetensorError) as err:
         logger.warning("could not write the processed-weight cache %s (%s); loads will process the weights again",
                        path, err)

@@ -11,18 +11,24 @@ A new conversion is written into a fresh version folder and the link is switched
 conversion because the folder vanished for a moment).
 
 ``manifest.json`` records each file's size, modification time and SHA-256 when it is written.
-:func:`verify` compares sizes always and re-hashes a file only when its size or time differs from
-the record (``full=True`` re-hashes everything): cheap on every load, and a file truncated or
-rewritten afterwards is caught and named.
+:func:`verify` compares sizes always, re-hashes small files (config, tokenizer) always and large
+ones only when their size or time differs from the record (``full=True`` re-hashes everything):
+cheap on every load, and a file truncated or rewritten afterwards is caught and named.
+
+A process killed mid-write leaves its staging folder or temporary file (``.<name>.<random>``)
+beside the target; :func:`remove_stale_staging` removes any process's leftovers once nothing
+has written into them for :data:`STALE_AFTER_S` seconds.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -30,6 +36,14 @@ from interp.core.tables import atomic_write_text
 
 MANIFEST = "manifest.json"
 _CHUNK = 1 << 22
+ALWAYS_HASHED_BYTES = 64 << 20  # config and tokenizer files: hashing them costs milliseconds
+STALE_AFTER_S = 600.0  # a writer that is alive touches its staging files far more often than this
+
+logger = logging.getLogger(__name__)
+
+
+class CachePathError(ValueError):
+    """A cache path is taken by something the cache did not write (a file where a folder belongs)."""
 
 
 class CacheDamaged(Exception):
@@ -41,8 +55,19 @@ class CacheDamaged(Exception):
 
 
 def cache_dir() -> Path:
-    """Where converted models are stored; ``$INTERP_CACHE`` overrides the default."""
-    return Path(os.environ.get("INTERP_CACHE", Path.home() / ".cache" / "interp"))
+    """Where converted models are stored; ``$INTERP_CACHE`` overrides the default.
+
+    >>> cache_dir().name in ("interp", Path(os.environ.get("INTERP_CACHE", "interp")).name)
+    True
+    """
+    path = Path(os.environ.get("INTERP_CACHE", Path.home() / ".cache" / "interp")).expanduser()
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                setting = "INTERP_CACHE" if "INTERP_CACHE" in os.environ else "the cache folder"
+                raise CachePathError(f"{setting}={path} cannot be used: {folder} is a file, not a folder")
+            break
+    return path
 
 
 def sha256_of(path: Path) -> str:
@@ -107,9 +132,61 @@ def verify(folder: Path, names: Iterable[str] | None = None, full: bool = False)
         stat = path.stat()
         if stat.st_size != record["size"]:
             raise CacheDamaged(path, f"size {stat.st_size} bytes, {record['size']} when written (truncated or rewritten)")
-        if full or stat.st_mtime_ns != record["mtime_ns"]:
+        if full or stat.st_mtime_ns != record["mtime_ns"] or stat.st_size <= ALWAYS_HASHED_BYTES:
             if sha256_of(path) != record["sha256"]:
                 raise CacheDamaged(path, "contents changed since it was written (checksum mismatch)")
+
+
+def check_cache_entry(target: Path) -> None:
+    """Refuse a cache entry that a folder or link of ours should be but a file is.
+
+    >>> check_cache_entry(Path("/nonexistent/models/smollm2-135m"))
+    """
+    if target.exists() and not target.is_dir():
+        raise CachePathError(f"{target} is a file where the cache keeps a model folder; "
+                             f"move it away or delete it, then load again")
+
+
+def _newest_change(path: Path) -> float:
+    """The last time anything in ``path`` was written (a folder's files included)."""
+    newest = path.lstat().st_mtime
+    if path.is_dir() and not path.is_symlink():
+        for root, folders, files in os.walk(path):
+            for name in (*folders, *files):
+                try:
+                    newest = max(newest, os.lstat(os.path.join(root, name)).st_mtime)
+                except FileNotFoundError:
+                    pass
+    return newest
+
+
+def remove_stale_staging(folder: Path, names: Iterable[str], min_age_s: float = STALE_AFTER_S,
+                         keep: Path | None = None) -> list[Path]:
+    """Remove what killed writers left beside ``names`` in ``folder`` (``.<name>.<random>``:
+    staging folders, temporary files, links), once untouched for ``min_age_s``; ``keep`` (the
+    version folder a link points to) is never removed. Returns what was removed.
+
+    >>> remove_stale_staging(Path("/nonexistent"), ["model"])
+    []
+    """
+    now, removed = time.time(), []
+    keep = Path(keep).resolve() if keep is not None else None
+    for name in names:
+        for stale in Path(folder).glob(f".{name}.*"):
+            try:
+                if (keep is not None and stale.resolve() == keep) or now - _newest_change(stale) < min_age_s:
+                    continue
+                if stale.is_dir() and not stale.is_symlink():
+                    shutil.rmtree(stale)
+                else:
+                    stale.unlink()
+                removed.append(stale)
+            except FileNotFoundError:  # another process cleaned it first
+                pass
+    if removed:
+        logger.info("removed %d stale leftover(s) of killed or concurrent writers in %s: %s", len(removed), folder,
+                    ", ".join(p.name for p in removed))
+    return removed
 
 
 def publish_folder(target: Path, write: Callable[[Path], None]) -> Path:
@@ -117,6 +194,8 @@ def publish_folder(target: Path, write: Callable[[Path], None]) -> Path:
     then point the link ``target`` at it in one rename. Returns ``target``."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    check_cache_entry(target)
+    remove_stale_staging(target.parent, [target.name], keep=target if target.exists() else None)
     version = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     link = target.parent / f".{target.name}.link-{version.name.rsplit('.', 1)[-1]}"
     previous = target.resolve() if target.is_symlink() else None

@@ -1,20 +1,36 @@
 """Checkpoints of a training run: trainable weights, optimizer, scheduler, RNG states and history,
-written atomically, so a killed run resumes where it stopped and ends with the same weights."""
+written atomically, so a killed run resumes where it stopped and ends with the same weights.
+
+A checkpoint is one safetensors file: the tensors (weights, AdamW moments, RNG states) as
+tensors and everything else as JSON in its header (:mod:`.tensor_tree`). Nothing in it is a
+pickle, so a file planted in a run folder can at worst be refused, never run. Checkpoints of
+older versions (``checkpoint.pt``) are read with ``torch.load(weights_only=True)``, torch's
+loader that accepts tensors and plain containers only.
+"""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
 from torch import Tensor
 
 from interp.core.tables import atomic_path
+from interp.core.weights_files import READ_ERRORS, first_line, unreadable_reason
 from interp.training.config import TrainConfig
+from interp.training.tensor_tree import pack, unpack
 
-CHECKPOINT_NAME = "checkpoint.pt"
+CHECKPOINT_NAME = "checkpoint.safetensors"
+LEGACY_CHECKPOINT_NAME = "checkpoint.pt"
+FORMAT = "interp.training checkpoint 1"
+REQUIRED = ("step", "config", "model", "optimizer", "scheduler", "rng")
 # Fields a resumed run may change without changing what it computes.
 LOGISTICS = ("eval_every", "eval_batch_size", "checkpoint_every")
+WAY_OUT = "delete it or start afresh with --no-resume (resume=False)"
 
 
 def trainable_state(model) -> dict[str, Tensor]:
@@ -36,11 +52,43 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def check_run_dir(run_dir: str | Path | None, argument: str = "run_dir") -> None:
+    """Refuse a run folder that names a file (or lies under one) before any training starts.
+
+    >>> check_run_dir("results/runs/finetune_tiny-gpt2_UF")
+    """
+    if run_dir is None:
+        return
+    path = Path(run_dir)
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise ValueError(f"{argument}: {path} cannot be a run folder: {folder} is a file")
+            return
+
+
 def save_checkpoint(path: Path, payload: dict) -> None:
-    """``torch.save`` to a temporary file renamed over ``path``: a kill mid-write leaves the
-    previous checkpoint intact."""
+    """Write ``payload`` to a temporary file renamed over ``path``: a kill mid-write leaves the
+    previous checkpoint intact.
+
+    >>> save_checkpoint(Path(run_dir) / CHECKPOINT_NAME, {"step": 3, "model": trainable_state(model), ...})  # doctest: +SKIP
+    """
+    tensors: dict[str, Tensor] = {}
+    tree = json.dumps(pack(payload, tensors))
     with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
+        save_file(tensors, str(tmp), metadata={"format": FORMAT, "payload": tree})
+
+
+def find_checkpoint(run_dir: Path) -> Path | None:
+    """The checkpoint a run folder holds (this version's, else an older version's), or None.
+
+    >>> find_checkpoint(Path("/nonexistent")) is None
+    True
+    """
+    for name in (CHECKPOINT_NAME, LEGACY_CHECKPOINT_NAME):
+        if (Path(run_dir) / name).is_file():
+            return Path(run_dir) / name
+    return None
 
 
 def _comparable(config: dict) -> dict:
@@ -51,17 +99,37 @@ class CheckpointUnreadable(ValueError):
     """A checkpoint file that cannot be read back (truncated, overwritten, not a checkpoint)."""
 
 
+def _read_safetensors(path: Path) -> dict:
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as stored:
+            metadata = stored.metadata() or {}
+            tensors = {key: stored.get_tensor(key) for key in stored.keys()}
+    except READ_ERRORS as err:
+        raise CheckpointUnreadable(f"checkpoint {path} cannot be read ({unreadable_reason(err)}); {WAY_OUT}") from None
+    if metadata.get("format") != FORMAT:
+        raise CheckpointUnreadable(f"checkpoint {path} is not a checkpoint of interp.training (no {FORMAT!r} mark); "
+                                   f"{WAY_OUT}")
+    try:
+        return unpack(json.loads(metadata["payload"]), tensors)
+    except (KeyError, ValueError, TypeError) as err:
+        raise CheckpointUnreadable(f"checkpoint {path} has a damaged header ({first_line(err)}); {WAY_OUT}") from None
+
+
+def _read_legacy(path: Path) -> dict:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - torch.load fails with UnpicklingError, EOFError, RuntimeError, ...
+        raise CheckpointUnreadable(f"checkpoint {path} cannot be read ({unreadable_reason(err)}); {WAY_OUT}") from None
+
+
 def read_checkpoint(path: Path) -> dict:
     """The payload of a checkpoint, or one clear error naming the file and the way out."""
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=False)
-        missing = [k for k in ("step", "config", "model", "optimizer", "scheduler", "rng") if k not in payload]
-    except Exception as err:  # noqa: BLE001 - torch.load fails with EOFError, UnpicklingError, RuntimeError, ...
-        raise CheckpointUnreadable(f"checkpoint {path} cannot be read ({type(err).__name__}: {err}); delete it or "
-                                   f"start afresh with --no-resume (resume=False)") from None
+    path = Path(path)
+    payload = _read_legacy(path) if path.suffix == ".pt" else _read_safetensors(path)
+    missing = [k for k in REQUIRED if not isinstance(payload, dict) or k not in payload]
     if missing:
         raise CheckpointUnreadable(f"checkpoint {path} lacks {missing}: it is not a checkpoint of interp.training; "
-                                   f"delete it or start afresh with --no-resume (resume=False)")
+                                   f"{WAY_OUT}")
     return payload
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal, get_args
@@ -75,8 +76,7 @@ class TrainConfig:
                 raise ValueError(f"{name}={value} must be >= 1")
         if self.batch_size % self.grad_accum:
             raise ValueError(f"batch_size={self.batch_size} must be a multiple of grad_accum={self.grad_accum}")
-        if self.lr <= 0:
-            raise ValueError(f"lr={self.lr} must be positive")
+        check_hyperparameters(self.lr, self.weight_decay, self.max_grad_norm)
         if not 0.0 <= self.warmup_frac < 1.0:
             raise ValueError(f"warmup_frac={self.warmup_frac} must be in [0, 1)")
         if self.schedule not in SCHEDULES:
@@ -103,6 +103,20 @@ class TrainConfig:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def check_hyperparameters(lr: float, weight_decay: float, max_grad_norm: float) -> None:
+    """Refuse values that ruin training silently: NaN, infinity, a negative clipping norm
+    (clip_grad_norm_ then flips every gradient) or decay.
+
+    >>> check_hyperparameters(1e-5, 0.01, 1.0)
+    """
+    rules = (("lr", lr, "a finite number > 0", lambda v: v > 0),
+             ("weight_decay", weight_decay, "a finite number >= 0", lambda v: v >= 0),
+             ("max_grad_norm", max_grad_norm, "a finite number > 0 (or 0: no clipping)", lambda v: v >= 0))
+    for name, value, expected, holds in rules:
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and holds(value)):
+            raise ValueError(f"{name}={value} must be {expected}")
 
 
 def check_lengths(config: TrainConfig, vocabulary: Sequence[str]) -> None:

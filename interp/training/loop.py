@@ -18,7 +18,8 @@ from interp.measure.batching import pad_token_id
 from interp.models import tokenizer_adds_bos
 from interp.data.tasks import ALNUM
 from interp.data.vocab import single_token_vocabulary
-from interp.training.checkpoint import CHECKPOINT_NAME, restore, rng_state, save_checkpoint, trainable_state
+from interp.training.checkpoint import (CHECKPOINT_NAME, check_run_dir, find_checkpoint, restore, rng_state,
+                                        save_checkpoint, trainable_state)
 from interp.training.config import TrainConfig, check_lengths
 from interp.training.data import base_model, batch_loss, collate, training_items
 from interp.training.evaluation import autocast_context, evaluate_lengths
@@ -83,22 +84,16 @@ def train(model, tokenizer, config: TrainConfig, run_dir: str | os.PathLike | No
     autocast = autocast_context(device, config.precision)
     pad_id = pad_token_id(tokenizer)
     _check_positions(model, config)
+    check_run_dir(run_dir)
 
     optimizer = _optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(config, s))
     scaler = torch.amp.GradScaler(device.type) if config.precision == "fp16" else None
 
     checkpoint_path = Path(run_dir) / CHECKPOINT_NAME if run_dir is not None else None
-    history: list[dict] = []
-    losses: list[tuple[int, float]] = []
-    start, resumed_from, stopped = 0, None, False
-    if resume and checkpoint_path is not None and checkpoint_path.exists():
-        start, history, losses, stopped = restore(checkpoint_path, model, optimizer, scheduler, scaler, config)
-        resumed_from = start
-        logger.info("resumed %s from step %d", checkpoint_path, start)
-    else:
-        torch.manual_seed(config.seed)
-        random.seed(config.seed)
+    found = find_checkpoint(Path(run_dir)) if resume and run_dir is not None else None
+    start, history, losses, stopped = _starting_point(found, model, optimizer, scheduler, scaler, config)
+    resumed_from = start if found is not None else None
 
     def evaluate(step: int, train_loss: float) -> None:
         for split, lengths in (("id", config.id_lengths), ("ood", config.ood_lengths)):
@@ -126,6 +121,7 @@ def train(model, tokenizer, config: TrainConfig, run_dir: str | os.PathLike | No
             step += 1
             loss = _optimizer_step(model, config, step, tokenizer, vocabulary, prepend_bos, pad_id, optimizer,
                                    scheduler, scaler, autocast)
+            check_finite_loss(loss, step, config)
             losses.append((step, loss))
             if config.eval_examples and (step % config.eval_every == 0 or step == config.steps):
                 since = [l for s, l in losses if s > step - config.eval_every]
@@ -141,6 +137,17 @@ def train(model, tokenizer, config: TrainConfig, run_dir: str | os.PathLike | No
         bar.close()
     model.eval()
     return TrainResult(history, losses, step, resumed_from, stopped)
+
+
+def _starting_point(found: Path | None, model, optimizer, scheduler, scaler, config: TrainConfig):
+    """(step, history, losses, stopped) from the checkpoint ``found``, or a fresh, seeded start."""
+    if found is None:
+        torch.manual_seed(config.seed)
+        random.seed(config.seed)
+        return 0, [], [], False
+    start, history, losses, stopped = restore(found, model, optimizer, scheduler, scaler, config)
+    logger.info("resumed %s from step %d", found, start)
+    return start, history, losses, stopped
 
 
 def _optimizer_step(model, config: TrainConfig, step: int, tokenizer, vocabulary, prepend_bos: bool, pad_id: int,
@@ -166,6 +173,21 @@ def _optimizer_step(model, config: TrainConfig, step: int, tokenizer, vocabulary
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
     return total
+
+
+class TrainingDiverged(ValueError):
+    """The training loss became NaN or infinite: the weights are ruined from that step on."""
+
+
+def check_finite_loss(loss: float, step: int, config: TrainConfig) -> None:
+    """Stop a run whose loss is no longer a number, before that step is checkpointed.
+
+    >>> check_finite_loss(2.5, 1, TrainConfig())
+    """
+    if not math.isfinite(loss):
+        raise TrainingDiverged(f"training diverged: the loss is {loss} at step {step} (lr={config.lr:g}, "
+                               f"weight_decay={config.weight_decay:g}, max_grad_norm={config.max_grad_norm:g}); "
+                               f"nothing after the last checkpoint was kept: lower --lr and start again")
 
 
 def _reached(config: TrainConfig, history: list[dict], step: int) -> bool:

