@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import sys
 
-from interp.interventions.ablation import ABLATION_KINDS
-from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail, int_list,
-                        load_model_from_args, name_list, positive_int, positive_int_list, prompt_config_from_args,
-                        results_suffix, run, source_from_args, task_list)
+from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
+                        input_error_argument, load_model_from_args, name_list, positive_int, positive_int_list,
+                        prompt_config_from_args, results_suffix, run, seed, seed_list, source_from_args, task_list)
+from interp.core.journal import RowJournal
+from interp.core.locking import TableLock
+from interp.core.tables import to_markdown, write_table
 from interp.data.paper_files import PaperData
-from interp.experiments import (ABLATION_COLUMNS, AblationConfig, ablation_study, ablation_summary,
+from interp.experiments import (ABLATION_COLUMNS, ABLATION_ROW_SHAPE, AblationConfig, ablation_study, ablation_summary,
                                 check_ablation_inputs, study_head_scores)
 from interp.experiments.head_ablation import SELECTABLE_SCORES
-from interp.core.tables import RowJournal, to_markdown, write_table
+from interp.interventions.ablation import ABLATION_KINDS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,8 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=positive_int, default=30, help="examples per task and length (default: 30)")
     parser.add_argument("--kinds", type=name_list(ABLATION_KINDS, "ablation kinds", allow_all=False), default=list(ABLATION_KINDS),
                         help="ablation kinds: zero, mean (default: both)")
-    parser.add_argument("--random-seeds", type=int_list, default=[0, 1, 2], help="seeds of the random-head control")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--random-seeds", type=seed_list, default=[0, 1, 2], help="seeds of the random-head control")
+    parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--score-sequences", type=positive_int, default=100, help="repeated random sequences for head scores")
     parser.add_argument("--batch-size", type=positive_int, default=8)
     parser.add_argument("--induction-heads-by", choices=SELECTABLE_SCORES, default="induction",
@@ -55,37 +57,35 @@ def main(argv: list[str] | None = None) -> int:
 
     config = AblationConfig(tasks=tuple(args.tasks), lengths=tuple(lengths), k=args.k, n_examples=args.n,
                             kinds=tuple(args.kinds), random_seeds=tuple(args.random_seeds), seed=args.seed,
-                            batch_size=args.batch_size, prompt_config=prompt_config_from_args(parser, args),
+                            batch_size=args.batch_size, prompt_config=prompt_config_from_args(parser, args, args.tasks),
                             source=source, induction_by=args.induction_heads_by, anti_by=args.anti_heads_by)
-    model = load_model_from_args(args)
-    try:
-        check_ablation_inputs(model, config)
-    except ValueError as err:
-        message = str(err)
-        fail(parser, "--k" if "k=" in message else "--data" if "--data" in message else "--n" if "--n" in message
-             else "--lengths", message.removeprefix("--data: ").removeprefix("--n "))
     suffix = results_suffix(args)
-    progress = not args.quiet
-
-    scores = study_head_scores(model, args.out / f"head_scores{suffix}", config, args.score_sequences, progress,
-                               metadata={"adapter": args.adapter})
-    for name in (config.induction_by, config.anti_by):
-        top = scores.top_heads(name, args.k)
-        print(f"top {args.k} {name} heads: " + ", ".join(f"{h} ({float(scores[name][h]):.3f})" for h in top))
-
     chosen = "".join(f"_{role}-by-{score}" for role, score, default in
                      (("induction", config.induction_by, "induction"), ("anti", config.anti_by, "anti_induction"))
                      if score != default)  # another choice of heads is another study, in its own files
     stem = args.out / f"ablation{suffix}{chosen}"
     run_config = {"config": config.as_dict(), "model": args.model, "adapter": args.adapter, "dtype": args.dtype,
                   "score_sequences": args.score_sequences, "scoring": "teacher-forced exact match (interp.measure.teacher_forcing)"}
-    journal = RowJournal(stem, run_config)
-    if journal.done():
-        print(f"resuming: {len(journal.done())} finished cells in {journal.path}")
-    rows = ablation_study(model, scores, config, progress=progress, log=print, journal=journal)
-    summary = ablation_summary(rows)
-    write_table(summary, args.out / f"ablation_summary{suffix}{chosen}", metadata=run_config)
-    journal.finish(rows, ABLATION_COLUMNS, metadata=run_config)
+    with TableLock(stem) as lock:  # before the model loads: a second run on this table is refused at once
+        model = load_model_from_args(args)
+        try:
+            check_ablation_inputs(model, config)
+        except ValueError as err:
+            fail(parser, input_error_argument(str(err), args), str(err).removeprefix("--data: ").removeprefix("--n "))
+        progress = not args.quiet
+        scores = study_head_scores(model, args.out / f"head_scores{suffix}", config, args.score_sequences, progress,
+                                   metadata={"adapter": args.adapter}, log=print)
+        for name in (config.induction_by, config.anti_by):
+            top = scores.top_heads(name, args.k)
+            print(f"top {args.k} {name} heads: " + ", ".join(f"{h} ({float(scores[name][h]):.3f})" for h in top))
+
+        journal = RowJournal(stem, run_config, ABLATION_ROW_SHAPE, lock=lock)
+        if journal.done():
+            print(f"resuming: {len(journal.done())} finished cells in {journal.path}")
+        rows = ablation_study(model, scores, config, progress=progress, log=print, journal=journal)
+        summary = ablation_summary(rows)
+        write_table(summary, args.out / f"ablation_summary{suffix}{chosen}", metadata=run_config)
+        journal.finish(rows, ABLATION_COLUMNS, metadata=run_config)
     print("\naccuracy (change from baseline) [random-head spread]:\n")
     print(to_markdown(summary))
     print(f"wrote {stem}.csv/.json/.md and {args.out / f'head_scores{suffix}'}.csv")

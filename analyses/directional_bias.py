@@ -11,12 +11,14 @@ from __future__ import annotations
 import sys
 
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
-                        load_model_from_args, positive_int, positive_int_list, prompt_config_from_args, results_suffix,
-                        run, source_from_args, task_list)
-from interp.experiments import (DIRECTIONAL_COLUMNS, check_directional_inputs, directional_bias, over_templates,
-                                pair_table)
-from interp.core.tables import RowJournal, to_markdown, write_table
+                        input_error_argument, load_model_from_args, positive_int, positive_int_list,
+                        prompt_config_from_args, results_suffix, run, seed, source_from_args, task_list)
+from interp.core.journal import RowJournal
+from interp.core.locking import TableLock
+from interp.core.tables import to_markdown, write_table
 from interp.data.tasks import get_task
+from interp.experiments import (DIRECTIONAL_COLUMNS, DIRECTIONAL_ROW_SHAPE, check_directional_inputs, directional_bias,
+                                over_templates, pair_table)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
                              "with --data: the files' lengths)")
     # 20 examples keep the default run (40 task x length cells) near 10 CPU minutes
     parser.add_argument("--n", type=positive_int, default=20, help="examples per task and length (default: 20)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--batch-size", type=positive_int, default=8)
     parser.add_argument("--every-template", action="store_true",
                         help="evaluate each task under every template of the protocol and average (the paper's figures); "
@@ -41,30 +43,31 @@ def main(argv: list[str] | None = None) -> int:
         fail(parser, "--lengths", "the lengths come from the --data files; leave --lengths out")
 
     tasks = [get_task(t) for t in args.tasks]
-    config = prompt_config_from_args(parser, args)
+    config = prompt_config_from_args(parser, args, args.tasks)
     every_template = args.every_template or (args.protocol == "paper" and args.template is None)
     source = source_from_args(parser, args, args.tasks)
     lengths = args.lengths or [10, 20, 50, 100]
-    model = load_model_from_args(args)
-    try:
-        check_directional_inputs(model, tasks, lengths, args.n, args.seed, config, source=source,
-                                 every_template=every_template)
-    except ValueError as err:
-        fail(parser, "--n" if err.args and "--n" in str(err) else "--lengths", str(err))
     suffix = results_suffix(args)
     stem = args.out / f"directional_bias{suffix}"
     run_config = {"model": args.model, "adapter": args.adapter, "dtype": args.dtype, "tasks": args.tasks,
                   "lengths": lengths, "n": args.n, "seed": args.seed, "prompt_config": config,
                   "every_template": every_template, "source": source.describe()}
-    journal = RowJournal(stem, run_config)
-    rows = directional_bias(model, tasks, lengths, args.n, args.seed, config, batch_size=args.batch_size,
-                            progress=not args.quiet, log=print, journal=journal, source=source,
-                            every_template=every_template)
-    pairs = pair_table(rows)
-    write_table(pairs, args.out / f"directional_pairs{suffix}", metadata=journal.config)
-    if every_template:
-        write_table(over_templates(rows), args.out / f"directional_templates{suffix}", metadata=journal.config)
-    journal.finish(rows, DIRECTIONAL_COLUMNS, metadata=journal.config)
+    with TableLock(stem) as lock:  # before the model loads: a second run on this table is refused at once
+        model = load_model_from_args(args)
+        try:
+            check_directional_inputs(model, tasks, lengths, args.n, args.seed, config, source=source,
+                                     every_template=every_template)
+        except ValueError as err:
+            fail(parser, input_error_argument(str(err), args), str(err))
+        journal = RowJournal(stem, run_config, DIRECTIONAL_ROW_SHAPE, lock=lock)
+        rows = directional_bias(model, tasks, lengths, args.n, args.seed, config, batch_size=args.batch_size,
+                                progress=not args.quiet, log=print, journal=journal, source=source,
+                                every_template=every_template)
+        pairs = pair_table(rows)
+        write_table(pairs, args.out / f"directional_pairs{suffix}", metadata=journal.config)
+        if every_template:
+            write_table(over_templates(rows), args.out / f"directional_templates{suffix}", metadata=journal.config)
+        journal.finish(rows, DIRECTIONAL_COLUMNS, metadata=journal.config)
     print(to_markdown(rows, ["task", "length", "template", "n_examples", "accuracy", "stderr", "note"]))
     if every_template:
         print(to_markdown(over_templates(rows), ["task", "length", "n_templates", "accuracy", "template_sd",

@@ -24,7 +24,7 @@ import torch
 from interp.models.adapters import LoraSettings
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, fail, fraction, new_or_existing_dir,
                         non_negative_float, non_negative_int, positive_float, positive_int, positive_int_list, run,
-                        task_name)
+                        seed, task_name)
 from interp.data.tasks import TASK_NAMES
 from interp.experiments.finetune import finetune
 from interp.training import PRECISIONS, SCHEDULES, TrainConfig
@@ -49,7 +49,7 @@ def build_parser() -> Parser:
     p.add_argument("--schedule", default=defaults.schedule, choices=SCHEDULES)
     p.add_argument("--max-grad-norm", type=non_negative_float, default=defaults.max_grad_norm,
                    help="gradient clipping norm (0: no clipping)")
-    p.add_argument("--seed", type=int, default=defaults.seed)
+    p.add_argument("--seed", type=seed, default=defaults.seed)
     p.add_argument("--max-position", type=positive_int, default=None,
                    help="train with a random position-id offset in [0, N - len] (absolute-position models, the paper's trick)")
     p.add_argument("--precision", default=defaults.precision, choices=PRECISIONS, help="autocast dtype")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 
 from interp.cli import (Parser, add_model_args, add_output_args, load_model_from_args, name_list, non_negative_int,
-                        positive_int, positive_int_list, run)
+                        positive_int, positive_int_list, run, seed)
 from interp.core.naming import model_name
 from interp.experiments.realistic.git_history import GIT_TASKS, GitConfig, describe, run_git, write_git_table
 
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=name_list(GIT_TASKS, "git tasks"), default=list(GIT_TASKS),
                         help="revert, cherry-pick or both (default both)")
     parser.add_argument("--no-instruction", action="store_true", help="leave out the task instruction")
-    parser.add_argument("--seed", type=int, default=defaults.seed, help=f"data seed (default {defaults.seed})")
+    parser.add_argument("--seed", type=seed, default=defaults.seed, help=f"data seed (default {defaults.seed})")
     parser.add_argument("--batch-size", type=positive_int, default=4, help="prompts per forward pass (default 4)")
     parser.add_argument("--generate", action="store_true",
                         help="also generate freely and compare lines as the paper does; one pass per token")

@@ -17,7 +17,7 @@ import sys
 from interp.interventions.ablation import ABLATION_KINDS, compute_head_means
 from interp.interventions.attribution import attribution_sweep, recheck
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
-                        load_model_from_args, positive_int, prompt_config_from_args, results_suffix, run,
+                        load_model_from_args, positive_int, prompt_config_from_args, results_suffix, run, seed,
                         source_from_args, task_name)
 from interp.data.paper_files import Generated, PaperData
 from interp.measure.encoding import encode_for
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --method attribution: sweep the K largest estimates exactly (default: 0)")
     parser.add_argument("--ig-steps", type=positive_int, default=1,
                         help="with --method attribution: integrated-gradient points (default: 1, plain attribution)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--batch-size", type=positive_int, default=8)
     args = parser.parse_args(argv)
     if args.method == "exact" and (args.recheck or args.ig_steps != 1):
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(err))
 
     spec = get_task(args.task)
-    config = prompt_config_from_args(parser, args)
+    config = prompt_config_from_args(parser, args, [spec.name])
     source = source_from_args(parser, args, [spec.name])
     length = args.length or (source.lengths(spec.name)[0] if isinstance(source, PaperData) else 10)
     model = load_model_from_args(args)

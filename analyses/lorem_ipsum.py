@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from interp.cli import Parser, add_model_args, add_output_args, load_model_from_args, positive_int, run
+from interp.cli import Parser, add_model_args, add_output_args, load_model_from_args, positive_int, run, seed
 from interp.core.naming import model_name
 from interp.experiments.realistic.lorem import LoremConfig, describe, run_lorem, write_lorem_tables
 
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"number of paragraphs (default {defaults.n_paragraphs})")
     parser.add_argument("--max-tokens", type=positive_int, default=defaults.max_tokens,
                         help=f"token budget per paragraph (default {defaults.max_tokens}; the paper: 500)")
-    parser.add_argument("--seed", type=int, default=defaults.seed, help=f"data seed (default {defaults.seed})")
+    parser.add_argument("--seed", type=seed, default=defaults.seed, help=f"data seed (default {defaults.seed})")
     parser.add_argument("--shots", type=int, default=defaults.n_shots, choices=(0, 1, 2), help="echo demonstrations (default 2)")
     parser.add_argument("--no-rule", action="store_true", help="leave out the '# RULE' line of the prompt")
     parser.add_argument("--batch-size", type=positive_int, default=4, help="prompts per forward pass (default 4)")

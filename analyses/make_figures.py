@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from interp.cli import Parser, existing_dir, fail
+from interp.cli import Parser, existing_dir, fail, run, writable_dir
 from interp.figures import HTML_FORMATS, STATIC_FORMATS, BrowserNotFoundError, make_figures
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = Parser(__doc__)
     parser.add_argument("--results", type=existing_dir, default=ROOT / "results",
                         help="folder with the results CSVs (default results/)")
-    parser.add_argument("--out", default=str(ROOT / "figures"), help="output folder (default figures/)")
+    parser.add_argument("--out", type=writable_dir, default=str(ROOT / "figures"),
+                        help="output folder (default figures/)")
     parser.add_argument("--formats", default="html,pdf,png",
                         help=f"comma-separated, from {', '.join(HTML_FORMATS + STATIC_FORMATS)} (default html,pdf,png)")
     parser.add_argument("--model", default=None, help="only this model's figures (default: every model in the files)")
@@ -40,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrowserNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # the folder stopped being writable after the check
+        fail(parser, "--out", f"cannot write into {str(args.out)!r} ({err.strerror or err})")
     if not written and not errors:
         print(f"note: no results files in {results}: nothing to draw")
     for err in errors:
@@ -49,4 +52,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

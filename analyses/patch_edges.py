@@ -27,13 +27,15 @@ from dataclasses import asdict, replace
 import torch
 
 from interp.cli import (Parser, add_model_args, add_output_args, fail, index_list, load_model_from_args, name_list,
-                        non_negative_int, positive_int, positive_int_list, run)
+                        non_negative_int, positive_int, positive_int_list, run, seed)
+from interp.core.journal import RowJournal
+from interp.core.naming import model_name, slug
+from interp.core.tables import to_markdown, write_table
+from interp.experiments.edge_study import (EDGE_ROW_SHAPE, EdgeStudyConfig, claim_summary, edge_study, summary_table,
+                                           sweep_summary)
 from interp.interventions.edges.data import FORMATS, TASKS, check_length
 from interp.interventions.edges.preflight import check_request, model_shape
 from interp.models.shape import ModelShape
-from interp.experiments.edge_study import EdgeStudyConfig, claim_summary, edge_study, summary_table, sweep_summary
-from interp.core.naming import model_name, slug
-from interp.core.tables import RowJournal, to_markdown, write_table
 
 DEFAULT_N = 32
 DEFAULT_SWEEP_N = 8
@@ -54,7 +56,7 @@ def build_parser() -> Parser:
                         help="few-shot (the paper's ' s , c .' shots, default) or single-shot (one '<bos> s : c' line, the "
                              "format the toolkit's trained UF / UB models learned; the string and its copy are the two "
                              "occurrences)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--batch-size", type=positive_int, default=8, help="prompts per forward pass (default: 8)")
     parser.add_argument("--layers", type=index_list, default=None,
                         help="layers whose edges are patched: 'all' (default) or e.g. '0,5,14-20'")
@@ -122,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     stems = {"main": args.out / f"edge_patching_{slug(label)}{suffix}",
              "layers": args.out / f"edge_patching_layers_{slug(label)}{suffix}"}
     metadata = {"config": asdict(config), "model": label, "ci": "accuracy: Wilson 95%; loss: mean and standard error"}
-    journal = RowJournal(stems["main"], metadata)
+    journal = RowJournal(stems["main"], metadata, EDGE_ROW_SHAPE)
     main_rows, sweep_rows = edge_study(model, config, model_label=label, adapter=args.adapter, progress=not args.quiet,
                                        journal=journal)
     written = write_table(sweep_rows, stems["layers"], metadata=metadata) if sweep_rows else []

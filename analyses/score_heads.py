@@ -11,12 +11,25 @@ from __future__ import annotations
 import sys
 
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
-                        load_model_from_args, name_list, positive_int, positive_int_list, prompt_config_from_args,
-                        results_suffix, run, source_from_args)
-from interp.experiments import AblationConfig, ablation_prompt_sets, add_task_attention, check_ablation_inputs
+                        input_error_argument, load_model_from_args, name_list, positive_int, positive_int_list,
+                        prompt_config_from_args, results_suffix, run, seed, source_from_args)
+from interp.core.lm import context_length
+from interp.core.locking import TableLock
+from interp.core.naming import model_name
 from interp.core.tables import to_markdown, write_table
 from interp.measure.mechanism_scores import all_head_scores
 from interp.data.tasks import TASK_NAMES
+from interp.experiments import AblationConfig, ablation_prompt_sets, add_task_attention, check_prompt_context
+from interp.measure.score_tables import model_dtype
+
+
+def check_probe_length(parser: Parser, model, half_length: int, bos: bool) -> None:
+    """Refuse a probe longer than the model's context (one line naming --half-length)."""
+    n_ctx, tokens = context_length(model), 2 * half_length + int(bos)
+    if n_ctx is not None and tokens > n_ctx:
+        fail(parser, "--half-length", f"a probe of 2 x {half_length} tokens{' + BOS' if bos else ''} = {tokens} "
+                                      f"does not fit the model's context of {n_ctx} tokens; use --half-length "
+                                      f"{(n_ctx - int(bos)) // 2} or less")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,28 +46,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lengths", type=positive_int_list, default=[10])
     parser.add_argument("--task-n", type=positive_int, default=20, help="task prompts per task and length")
     parser.add_argument("--top", type=positive_int, default=10)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed, default=0)
     args = parser.parse_args(argv)
     if args.half_length < 3:
         fail(parser, "--half-length", f"expected an integer >= 3, got {args.half_length}")
     tasks = tuple(t for t in args.tasks if t != "none")
 
-    model = load_model_from_args(args)
+    stem = args.out / f"head_scores{results_suffix(args)}"
     config = AblationConfig(tasks=tasks or ("UF",), lengths=tuple(args.lengths), n_examples=args.task_n, seed=args.seed,
-                            prompt_config=prompt_config_from_args(parser, args), random_seeds=(),
+                            prompt_config=prompt_config_from_args(parser, args, tasks), random_seeds=(),
                             source=source_from_args(parser, args, tasks or ["UF"]))
-    if tasks:
-        try:
-            check_ablation_inputs(model, config)
-        except ValueError as err:
-            fail(parser, "--lengths", str(err))
-    scores = all_head_scores(model, half_length=args.half_length, n_sequences=args.n, seed=args.seed,
+    with TableLock(stem):  # before the model loads: a second run on this table is refused at once
+        model = load_model_from_args(args)
+        check_probe_length(parser, model, args.half_length, args.bos)
+        if tasks:
+            try:
+                check_prompt_context(model, config)
+            except ValueError as err:
+                fail(parser, input_error_argument(str(err), args), str(err))
+        scores = all_head_scores(model, half_length=args.half_length, n_sequences=args.n, seed=args.seed,
                              prepend_bos=args.bos, progress=not args.quiet)
-    if tasks:
-        add_task_attention(model, scores, ablation_prompt_sets(model, config), config.prompt_config,
-                           progress=not args.quiet)
-    rows = scores.rows()
-    write_table(rows, args.out / f"head_scores{results_suffix(args)}", metadata=scores.metadata | {"adapter": args.adapter})
+        if tasks:
+            add_task_attention(model, scores, ablation_prompt_sets(model, config), config.prompt_config,
+                               progress=not args.quiet)
+        rows = scores.rows()
+        write_table(rows, stem, metadata=scores.metadata | {"model": model_name(model), "dtype": model_dtype(model),
+                                                            "adapter": args.adapter})
     for name in scores.scores:
         top = sorted(rows, key=lambda r: r[f"{name}_rank"])[: args.top]
         print(f"\ntop {args.top} heads by {name}:")

@@ -10,12 +10,14 @@ in the test input (see ``interp.figures.attention``).
 from __future__ import annotations
 
 import sys
+from argparse import ArgumentTypeError
 from pathlib import Path
 
 from interp.cli import (Parser, add_model_args, add_prompt_args, add_source_args, fail, load_model_from_args,
-                        non_negative_int, positive_int, prompt_config_from_args, run, source_from_args, task_name)
-from interp.data.paper_files import PaperData
+                        non_negative_int, positive_int, prompt_config_from_args, run, seed, source_from_args, task_name,
+                        writable_file)
 from interp.core.heads import parse_heads
+from interp.data.paper_files import PaperData
 from interp.measure.mechanism_scores import all_head_scores
 from interp.data.tasks import TASK_NAMES
 from interp.figures.attention import VIEW_KINDS, attention_view, save_attention_view
@@ -33,14 +35,15 @@ def build_parser() -> Parser:
     parser.add_argument("--length", type=positive_int, default=None,
                         help="task length (default 10; with --data: the first length the files hold)")
     parser.add_argument("--example", type=non_negative_int, default=0, help="index of the seeded example (default 0)")
-    parser.add_argument("--seed", type=int, default=0, help="example seed (default 0)")
+    parser.add_argument("--seed", type=seed, default=0, help="example seed (default 0)")
     parser.add_argument("--view", default="heads", choices=VIEW_KINDS,
                         help="circuitsvis attention_heads, attention_patterns, or both (default heads)")
     parser.add_argument("--no-answer", action="store_true", help="do not append the teacher-forced answer")
     parser.add_argument("--scores", type=non_negative_int, default=0, metavar="N",
                         help="show every head score (paper's and mechanism, interp.measure.mechanism_scores) from N probe "
                              "sequences beside each head (default 0: none)")
-    parser.add_argument("--out", default=None, help="output HTML file (default figures/attention_<TASK>.html)")
+    parser.add_argument("--out", type=writable_file, default=None,
+                        help="output HTML file (default figures/attention_<TASK>.html)")
     return parser
 
 
@@ -53,9 +56,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(err))
     if not heads:
         fail(parser, "--heads", "no heads given (expected e.g. 18.6,17.3)")
-    config = prompt_config_from_args(parser, args)
+    config = prompt_config_from_args(parser, args, [args.task])
     source = source_from_args(parser, args, [args.task])
     length = args.length or (source.lengths(args.task)[0] if isinstance(source, PaperData) else 10)
+    out = args.out or ROOT / "figures" / f"attention_{args.task}.html"
+    try:
+        writable_file(str(out))
+    except ArgumentTypeError as err:
+        fail(parser, "--out", str(err))
     model = load_model_from_args(args)
     try:
         heads = parse_heads(heads, model.cfg.n_layers, model.cfg.n_heads, name="--heads")
@@ -64,9 +72,14 @@ def main(argv: list[str] | None = None) -> int:
                               prompt_config=config, append_answer=not args.no_answer, model_name=args.model,
                               source=source, scores=scores)
     except ValueError as err:
-        parser.error(str(err))
-    out = Path(args.out) if args.out else ROOT / "figures" / f"attention_{args.task}.html"
-    save_attention_view(view, out, kind=args.view)
+        message = str(err)
+        if message.startswith("length="):
+            fail(parser, "--length", message.partition(": ")[2])
+        parser.error(message)
+    try:
+        save_attention_view(view, out, kind=args.view)
+    except OSError as err:
+        fail(parser, "--out", f"cannot write {str(out)!r} ({err.strerror or err})")
     for row in view.source_attention():
         print(f"head {row['head']}: attention [Q]->[A] {row['q_to_source']:.3f}, "
               f"mean to answer source over {row['n_steps']} steps {row['mean_to_source']:.3f}")

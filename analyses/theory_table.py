@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from interp.cli import Parser, add_output_args, positive_int, positive_int_list, run
+from interp.cli import Parser, add_output_args, positive_int, positive_int_list, run, seed
 from interp.core.tables import write_table
 from interp.experiments.theory_table import (DEFAULT_LENGTHS, DEFINITION, TRAIN_LENGTH, disagreements, format_theory_table, legend,
                            theory_rows)
@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lengths", type=positive_int_list, default=list(DEFAULT_LENGTHS),
                         help="comma-separated task lengths (default: %(default)s)")
     parser.add_argument("--n", type=positive_int, default=100, help="random instances per task and length (default: 100)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--train-length", type=positive_int, default=TRAIN_LENGTH,
                         help="bounded programs of non-expressible tasks are sized to be exact up to this length "
                              "(default: %(default)s, the paper's from-scratch training range)")

@@ -18,7 +18,8 @@ import sys
 import time
 from dataclasses import asdict, replace
 
-from interp.cli import Parser, add_output_args, fraction, name_list, positive_float, positive_int, run, task_list
+from interp.cli import (Parser, add_output_args, fraction, name_list, positive_float, positive_int, run, seed,
+                        task_list)
 from interp.core.tables import to_markdown, write_table
 from interp.experiments.from_scratch import POSITIONALS, PRESETS, train_table, verdict
 from interp.data.tasks import TASK_NAMES
@@ -35,7 +36,7 @@ def build_parser() -> Parser:
     p.add_argument("--d-model", type=positive_int, default=None)
     p.add_argument("--layers", type=positive_int, default=None)
     p.add_argument("--lr", type=positive_float, default=None)
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=seed, default=None)
     p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads per worker (default: the preset's)")
     p.add_argument("--workers", type=positive_int, default=2, help="tasks trained at once, one process each (default 2: two cores)")
     p.add_argument("--threshold", type=fraction, default=0.9, help="OOD accuracy that counts as generalizing")
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                 "scoring": "teacher-forced exact match, zero-shot '<bos> x : y <eos>' / ' x | q: a' lines"}
     write_table(rows, out / f"from_scratch{suffix}",
                 columns=["task", "positional", "split", "lengths", "accuracy", "expressible", "predicted",
-                         "n_examples", "steps", "seconds", "cpu_seconds"], metadata=metadata)
+                         "n_examples", "steps", "seconds", "cpu_seconds", "timed_from_step"], metadata=metadata)
     summary = verdict(rows, args.threshold)
     write_table(summary, out / f"from_scratch{suffix}_summary", formats=("csv", "md"))
     print(to_markdown(summary))

@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from interp.core.locking import TableInUseError
 from interp.core.naming import EMBEDDED_MODEL
 
 
@@ -57,6 +58,26 @@ def at_least(minimum: int) -> Callable[[str], int]:
 
 positive_int = at_least(1)
 non_negative_int = at_least(0)
+MAX_SEED = 2**31 - 1  # every generator the toolkit seeds (random, torch, numpy) takes these, offsets included
+
+
+def seed(text: str) -> int:
+    """A random seed: an integer from 0 to ``MAX_SEED``."""
+    value = _int(text)
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected a seed from 0 to {MAX_SEED}, got {text!r}")
+    return value
+
+
+def seed_list(text: str) -> list[int]:
+    """Distinct seeds (``"0,1,2"`` or ``"0-2"``): a repeated seed would count one draw twice."""
+    values = int_list(text)
+    for value in values:
+        seed(str(value))
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"seed(s) {repeated} given twice in {text!r}; expected distinct seeds")
+    return values
 
 
 def fraction(text: str) -> float:
@@ -187,6 +208,15 @@ def writable_dir(text: str) -> Path:
     return path
 
 
+def writable_file(text: str) -> Path:
+    """A file the script can write (its folder created if needed), checked before any work."""
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{str(path)!r} is a folder; expected a file name")
+    writable_dir(str(path.parent))
+    return path
+
+
 def new_or_existing_dir(text: str) -> Path:
     """A folder that exists or can be created, not a file (``--run-dir``, ``--adapter-out``);
     checked before any work, created by whoever writes into it.
@@ -244,16 +274,25 @@ def add_prompt_args(parser: argparse.ArgumentParser, shots: int = 5) -> None:
                         help="prompt wording (default: bare; under --protocol paper the first of the family's templates)")
 
 
-def prompt_config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace):
-    """The :class:`interp.prompts.PromptConfig` of ``--shots`` / ``--protocol`` / ``--template``."""
+def prompt_config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace, tasks: Sequence[str] = ()):
+    """The :class:`interp.prompts.PromptConfig` of ``--shots`` / ``--protocol`` / ``--template``;
+    with ``tasks``, a template that does not apply to one of them is refused here, by name."""
+    from interp.data.tasks import get_task
     from interp.prompts import PromptConfig
 
     try:
         if args.protocol == "paper":
-            return PromptConfig.paper(args.template, args.shots)
-        return PromptConfig(n_shots=args.shots, template=args.template)
+            config = PromptConfig.paper(args.template, args.shots)
+        else:
+            config = PromptConfig(n_shots=args.shots, template=args.template)
     except ValueError as err:
         fail(parser, "--template" if "template" in str(err) else "--shots", str(err))
+    for task in tasks:
+        try:
+            config.template_for(get_task(task).family)
+        except ValueError as err:
+            fail(parser, "--template", f"{err} (task {get_task(task).name})")
+    return config
 
 
 def add_source_args(parser: argparse.ArgumentParser) -> None:
@@ -280,6 +319,20 @@ def source_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace, 
         fail(parser, "--data", str(err).removeprefix("--data: "))
 
 
+def input_error_argument(message: str, args: argparse.Namespace) -> str:
+    """The argument a failed input check (context, vocabulary, data, ``k``) is about: what the user
+    chose, not always ``--lengths`` (with ``--data`` the lengths come from the files)."""
+    if message.startswith("k="):
+        return "--k"
+    if message.startswith("--n ") or "--n " in message.partition(":")[0]:
+        return "--n"
+    if getattr(args, "data", None):
+        return "--data"
+    if "template" in message:
+        return "--template"
+    return "--lengths"
+
+
 def load_model_from_args(args: argparse.Namespace):
     """The model the common arguments describe (with its adapter, when one is named)."""
     from interp.models import load_model
@@ -291,17 +344,20 @@ def load_model_from_args(args: argparse.Namespace):
 
 
 def results_suffix(args: argparse.Namespace) -> str:
-    """``_<model>`` (with its adapter: ``_smollm2-135m+ub``) for the result files of a run, so runs
-    of different models never overwrite each other."""
+    """``_<model>`` (with its adapter: ``_smollm2-135m+ub``; in another dtype than float32:
+    ``_smollm2-135m_bfloat16``) for the result files of a run, so runs of different models or
+    dtypes never overwrite each other."""
     from interp.core.naming import canonical_name, model_label, with_adapter
 
-    return f"_{model_label(with_adapter(canonical_name(args.model), getattr(args, 'adapter', None)))}"
+    label = model_label(with_adapter(canonical_name(args.model), getattr(args, "adapter", None)))
+    dtype = getattr(args, "dtype", None)
+    return f"_{label}" + (f"_{dtype}" if dtype not in (None, "float32") else "")
 
 
 # --------------------------------------------------------------------------- running a script
 
 
-USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, PermissionError)
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, PermissionError, TableInUseError)
 
 
 def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> int:

@@ -14,9 +14,10 @@ from interp.measure.evaluate import evaluate_prompts
 from interp.experiments import (AblationConfig, ablation_prompt_sets, ablation_study, ablation_summary,
                                 directional_bias, pair_table, reference_means)
 from interp.core.heads import parse_heads
-from interp.core.tables import RowJournal, read_csv, write_table
-from interp.measure.head_scores import score_heads
+from interp.core.journal import RowJournal
+from interp.core.tables import read_csv, write_table
 from interp.data.tasks import get_task
+from interp.measure.head_scores import score_heads
 
 CONFIG = AblationConfig(tasks=("UF", "UR"), lengths=(6,), k=2, n_examples=6, random_seeds=(0,), n_reference=4,
                         batch_size=4)

@@ -24,7 +24,8 @@ def test_write_table_round_trip(tmp_path):
 
 
 def test_model_names_with_dots_keep_their_whole_name(tmp_path):
-    from interp.core.tables import RowJournal, read_table_metadata
+    from interp.core.journal import RowJournal
+    from interp.core.tables import read_table_metadata
 
     written = write_table([{"a": 1}], tmp_path / "ablation_qwen2.5-1.5b", metadata={"model": "qwen2.5-1.5b"})
     assert sorted(p.name for p in written) == [f"ablation_qwen2.5-1.5b.{f}" for f in ("csv", "json", "md")]

@@ -120,58 +120,6 @@ def read_table_metadata(stem: str | Path) -> dict | None:
         return None
 
 
-class RowJournal:
-    """The finished rows of a long run, kept while it runs, so that a killed run loses nothing.
-
-    Rows are appended to ``<stem>.partial.jsonl`` (its first line records the run's
-    configuration) as they finish; the finished table (``stem.csv/json/md``) is only written by
-    :meth:`finish`, which then removes the journal. A finished table therefore stays as it was
-    until a new one is complete. A run started with the same configuration resumes from the
-    journal's rows (:meth:`done`); another configuration starts afresh."""
-
-    def __init__(self, stem: str | Path, config: Mapping):
-        self.stem = Path(stem)
-        self.path = stem_file(self.stem, "partial.jsonl")
-        self.config = json_ready(dict(config))
-        self._rows = self._read()
-        if not self._rows:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(self.path, json.dumps({"config": self.config}) + "\n")
-
-    def _read(self) -> list[dict]:
-        try:
-            lines = self.path.read_text().splitlines()
-            if not lines or json.loads(lines[0]).get("config") != self.config:
-                return []
-        except (OSError, ValueError, AttributeError):
-            return []
-        rows = []
-        for line in lines[1:]:
-            try:
-                rows.append(json.loads(line))
-            except ValueError:  # the line being written when the run was killed
-                break
-        return rows
-
-    def done(self) -> list[dict]:
-        """Rows finished by an earlier run with the same configuration (empty when none)."""
-        return list(self._rows)
-
-    def add(self, row: Mapping) -> None:
-        with self.path.open("a") as handle:
-            handle.write(json.dumps(dict(row), default=str) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        self._rows.append(json_ready(dict(row)))
-
-    def finish(self, rows: Sequence[Row], columns: Sequence[str] | None = None, metadata: Mapping | None = None,
-               formats: Iterable[str] = ("csv", "json", "md")) -> list[Path]:
-        """Write the finished table and drop the journal."""
-        written = write_table(rows, self.stem, columns, formats, metadata)
-        self.path.unlink(missing_ok=True)
-        return written
-
-
 def read_csv(path: str | Path, required: Sequence[str] = ()) -> list[dict]:
     """Rows of a results CSV with numbers parsed; a clear error names the file and what is wrong."""
     path = Path(path)
@@ -183,7 +131,14 @@ def read_csv(path: str | Path, required: Sequence[str] = ()) -> list[dict]:
             missing = [c for c in required if c not in (reader.fieldnames or [])]
             if missing:
                 raise ValueError(f"results file {path} lacks column(s) {missing}; it has {reader.fieldnames}")
-            return [{k: parse_value(v) for k, v in row.items()} for row in reader]
+            rows = []
+            for row in reader:
+                if None in row or None in row.values():  # DictReader's marks of extra / missing fields
+                    have = len(reader.fieldnames or []) + len(row.get(None, [])) - list(row.values()).count(None)
+                    raise ValueError(f"results file {path}, line {reader.line_num}: {have} fields where the "
+                                     f"header has {len(reader.fieldnames or [])}")
+                rows.append({k: parse_value(v) for k, v in row.items()})
+            return rows
     except (UnicodeDecodeError, csv.Error) as err:
         raise ValueError(f"results file {path} is not a readable CSV table ({err})") from None
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from interp.data.tasks import REPEATS, TASK_NAMES, TaskExample, TaskSpec, copying_is_ambiguous, generate_examples, get_task
+from interp.data.tasks import (REPEATS, TASK_NAMES, TaskExample, TaskSpec, check_items, copying_is_ambiguous,
+                               generate_examples, get_task)
 from interp.data.vocab import paper_vocabulary
 
 
@@ -49,6 +50,8 @@ class Generated:
     def __post_init__(self) -> None:
         if self.repeats not in REPEATS:
             raise ValueError(f"repeats={self.repeats!r} is not one of {REPEATS}")
+        if self.vocabulary is not None:
+            check_items(self.vocabulary)
 
     def items(self, task: str | TaskSpec) -> tuple[str, ...]:
         return tuple(self.vocabulary) if self.vocabulary else paper_vocabulary(task)
@@ -69,6 +72,7 @@ def retrieval_example(record: dict, task: str) -> tuple[TaskExample, bool]:
     """One retrieval record as an example of ``task``, and whether its answer follows the rule."""
     spec = get_task(task)
     text = record["input_no_space"]
+    check_items(list(text), "input_no_space")
     if "|" in text or len(text) < 4:
         raise ValueError(f"input_no_space={text!r} is not a retrieval input (context then query, no '|')")
     context, query = tuple(text[:-1]), text[-1]
@@ -77,7 +81,8 @@ def retrieval_example(record: dict, task: str) -> tuple[TaskExample, bool]:
         raise ValueError(f"the query {query!r} does not occur in the context {text[:-1]!r}")
     chosen = positions[-1] if spec.occurrence == "last" else positions[0]
     source = chosen - 1 if spec.direction == "left" else chosen + 1
-    target = str(record[spec.name])
+    target = record[spec.name]
+    check_items([target], spec.name)
     follows_rule = 0 <= source < len(context) and context[source] == target
     neighbours = {context[p - 1 if spec.direction == "left" else p + 1] for p in positions
                   if 0 <= (p - 1 if spec.direction == "left" else p + 1) < len(context)}
@@ -89,6 +94,7 @@ def copying_example(record: dict, task: str) -> tuple[TaskExample, bool]:
     """One copying record as an example of ``task``, and whether its recorded copy is right."""
     spec = get_task(task)
     context = tuple(record["input"])
+    check_items(context or [""], "input")
     order = list(range(len(context))) if spec.direction == "forward" else list(range(len(context) - 1, -1, -1))
     target = tuple(context[i] for i in order)
     recorded = next((record[k] for k in COPYING_KEYS[spec.name] if k in record), None)
@@ -101,7 +107,10 @@ def copying_example(record: dict, task: str) -> tuple[TaskExample, bool]:
 def tasks_of_record(record: dict) -> list[str]:
     """The tasks a record can be read as (retrieval: the answers it holds; copying: its family)."""
     if "input_no_space" in record:
-        return [k for k in RETRIEVAL_KEYS if k in record]
+        answers = [k for k in RETRIEVAL_KEYS if k in record]
+        if not answers:
+            raise ValueError(f"the record holds no answer (expected one of {', '.join(RETRIEVAL_KEYS)})")
+        return answers
     if "input" in record:
         unique = len(set(record["input"])) == len(record["input"])
         return ["UF", "UB"] if unique and not ("NF" in record or "NB" in record) else ["NF", "NB"]
@@ -152,28 +161,40 @@ def read_paper_jsonl(paths: str | Path | Iterable[str | Path], tasks: Sequence[s
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     wanted = None if tasks is None else {get_task(t).name for t in tasks}
     data = PaperData()
+    seen: dict[Path, Path] = {}
     for path in map(Path, paths):
         if not path.is_file():
             raise FileNotFoundError(f"--data: {path} is not a file")
-        with path.open(encoding="utf-8") as handle:
-            for line_no, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                    for task in tasks_of_record(record):
-                        if wanted is not None and task not in wanted:
-                            continue
-                        read = retrieval_example if get_task(task).family == "retrieval" else copying_example
-                        example, follows = read(record, task)
-                        key = (task, example.length)
-                        data.cells.setdefault(key, []).append(example)
-                        if str(path) not in data.sources[key]:
-                            data.sources[key].append(str(path))
-                        data.disagreements[key] += not follows
-                except (ValueError, KeyError, TypeError) as err:
-                    raise ValueError(f"{path}:{line_no}: not a record of the paper's files ({err})") from None
+        if path.resolve() in seen:  # its records would count twice
+            raise ValueError(f"--data: {path} is the file given before as {seen[path.resolve()]}; name each file once")
+        seen[path.resolve()] = path
+        try:
+            _read_file(path, wanted, data)
+        except UnicodeDecodeError as err:
+            raise ValueError(f"--data: {path} is not a UTF-8 text file of JSON lines ({err.reason})") from None
     if not data.cells:
         raise ValueError(f"--data: {', '.join(map(str, paths))} hold no records"
                          + (f" for tasks {sorted(wanted)}" if wanted else ""))
     return data
+
+
+def _read_file(path: Path, wanted: set[str] | None, data: PaperData) -> None:
+    """Add the records of one file to ``data``; an error names the file and line."""
+    with path.open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                for task in tasks_of_record(record):
+                    if wanted is not None and task not in wanted:
+                        continue
+                    read = retrieval_example if get_task(task).family == "retrieval" else copying_example
+                    example, follows = read(record, task)
+                    key = (task, example.length)
+                    data.cells.setdefault(key, []).append(example)
+                    if str(path) not in data.sources[key]:
+                        data.sources[key].append(str(path))
+                    data.disagreements[key] += not follows
+            except (ValueError, KeyError, TypeError) as err:
+                raise ValueError(f"{path}:{line_no}: not a record of the paper's files ({err})") from None

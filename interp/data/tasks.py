@@ -147,8 +147,24 @@ def _rng(seed: int | random.Random) -> random.Random:
     return seed if isinstance(seed, random.Random) else random.Random(seed)
 
 
+def check_items(items: Sequence[str], what: str = "vocabulary") -> None:
+    """Refuse items a prompt cannot show: empty ones, and any holding whitespace or control
+    characters (a space or newline inside an item breaks the prompt's lines and separators).
+
+    >>> check_items(["a", "b"])           # fine
+    >>> check_items(["a", " "])           # ValueError: vocabulary item ' ' ...
+    """
+    for item in items:
+        if not isinstance(item, str) or not item:
+            raise ValueError(f"{what} item {item!r} is empty or not text; every item must be a visible symbol")
+        if any(c.isspace() or not c.isprintable() for c in item):
+            raise ValueError(f"{what} item {item!r} holds whitespace or control characters, which would break the "
+                             f"prompt's lines; every item must be a visible symbol")
+
+
 def check_vocabulary(spec: TaskSpec, length: int, vocabulary: Sequence[str]) -> None:
     """Raise a clear error when the vocabulary cannot express the task at this length."""
+    check_items(vocabulary)
     if len(set(vocabulary)) != len(vocabulary):
         raise ValueError("vocabulary items must be distinct")
     minimum_length = {"retrieval": 4 if spec.unique else 7, "copying": 1 if spec.unique else 4}[spec.family]

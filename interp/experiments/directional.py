@@ -11,19 +11,22 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from interp.core.journal import OPTIONAL_NUMBER, RowJournal, RowShape
+from interp.core.naming import model_name
 from interp.data.paper_files import ExampleSource, Generated, PaperData
+from interp.data.tasks import DIRECTIONAL_PAIRS, TaskSpec, check_vocabulary
 from interp.measure.encoding import encode_for
 from interp.measure.evaluate import evaluate_prompts, task_prompts, task_row
-from interp.core.naming import model_name
-from interp.prompts import PromptConfig
-from interp.core.tables import RowJournal
-from interp.data.tasks import DIRECTIONAL_PAIRS, TaskSpec, check_vocabulary
 from interp.measure.teacher_forcing import Accuracy, check_context
+from interp.prompts import PromptConfig
 
 Log = Callable[[str], None]
 
 DIRECTIONAL_COLUMNS = ["model", "task", "length", "template", "n_examples", "accuracy", "stderr", "mean_logprob",
                        "token_accuracy", "n_shots", "protocol", "seed", "note"]
+# What a journal row must hold to be reused by a resumed run.
+DIRECTIONAL_ROW_SHAPE: RowShape = {"model": str, "task": str, "length": int, "template": (str, type(None)),
+                                   "n_examples": int, "accuracy": OPTIONAL_NUMBER}
 
 
 def _quiet(_: str) -> None:
@@ -70,7 +73,7 @@ def directional_bias(model, tasks: Sequence[TaskSpec], lengths: Sequence[int], n
                 else:
                     prompts = task_prompts(model, spec, length, n_examples, seed, config, source=source)
                     scores = evaluate_prompts(model, prompts, config, batch_size,
-                                              progress=progress and f"{spec.name} n={length} {config.template}")
+                                              progress=progress and f"{spec.name} length {length} {config.template}")
                     row |= task_row(spec.name, length, Accuracy.of(scores), config, seed) | {"note": ""}
                 rows.append(row)
                 if journal is not None:

@@ -27,8 +27,8 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from interp.core.journal import RowJournal, RowShape
 from interp.core.naming import CONDITION_LABELS
-from interp.core.tables import RowJournal
 from interp.core.stats import mean_and_sem, wilson_interval
 from interp.interventions.edges.branching import BranchedTokens, branch, logits_from_hook, run_branched
 from interp.interventions.edges.data import DEFAULT_SHOTS, TASKS, CopyingPrompts, check_format, check_length, check_task, copying_prompts
@@ -220,6 +220,10 @@ def run_cell(model, layout: AttentionLayout, prompts: CopyingPrompts, config: Ed
         if progress is not None:
             progress.update(end - begin)
     return result
+
+
+# What a journal row (one finished cell) must hold to be reused by a resumed study.
+EDGE_ROW_SHAPE: RowShape = {"task": str, "length": int, "main": list, "sweep": list}
 
 
 def edge_study(model, config: EdgeStudyConfig = EdgeStudyConfig(), *, model_label: str = "", adapter: str | None = None,

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,10 +32,11 @@ from typing import Literal, get_args
 
 import torch
 
+from interp.data.tasks import ALNUM, LETTERS, TASKS, TaskSpec, generate_example, get_task
 from interp.models import TinyModelConfig, tiny_hf_model
 from interp.prompts import PromptConfig, build_prompts, encode_prompts
-from interp.data.tasks import ALNUM, LETTERS, TASKS, TaskSpec, generate_example, get_task
 from interp.training import TrainConfig, TrainResult, evaluate_lengths, train
+from interp.training.run_timing import RunTimer
 
 logger = logging.getLogger(__name__)
 
@@ -236,8 +236,7 @@ class FittedModel:
     items: tuple[str, ...]
     train_config: TrainConfig
     result: TrainResult
-    seconds: float
-    cpu_seconds: float
+    timing: dict  # seconds, cpu_seconds and timed_from_step of the whole run, resumed parts included
 
 
 def fit(task: str, positional: Positional, config: ScratchConfig, run_dir: Path | None = None,
@@ -256,9 +255,10 @@ def fit(task: str, positional: Positional, config: ScratchConfig, run_dir: Path 
     n_ctx = longest + 8
     cfg = train_config(spec, config, positional, n_ctx, items)
     model = new_model(positional, config, tokenizer, n_ctx, config.seed)
-    started, cpu = time.time(), time.process_time()
-    result = train(model, tokenizer, cfg, run_dir, vocabulary=items, resume=resume, progress=progress)
-    return FittedModel(model, tokenizer, items, cfg, result, time.time() - started, time.process_time() - cpu)
+    timer = RunTimer(run_dir if resume else None)
+    result = train(model, tokenizer, cfg, run_dir, vocabulary=items, resume=resume, progress=progress,
+                   on_step=timer.on_step(cfg.checkpoint_every, cfg.steps))
+    return FittedModel(model, tokenizer, items, cfg, result, timer.finish(result.final_step))
 
 
 def train_one(task: str, positional: Positional, config: ScratchConfig, run_dir: Path | None = None,
@@ -272,7 +272,6 @@ def score_bins(fitted: FittedModel, task: str, positional: Positional, config: S
     """Exact match of a fitted model in every bin of ``config`` (fresh examples, not the training evaluation's)."""
     spec, model, tokenizer, items, cfg, result = (get_task(task), fitted.model, fitted.tokenizer, fitted.items,
                                                    fitted.train_config, fitted.result)
-    seconds, cpu = fitted.seconds, fitted.cpu_seconds
     rows = []
     for split, (lo, hi) in bins_for(config):
         lengths = usable_lengths(spec, spread(max(lo, 1), hi, config.lengths_per_bin), items)
@@ -286,7 +285,7 @@ def score_bins(fitted: FittedModel, task: str, positional: Positional, config: S
         rows.append({"task": spec.name, "positional": positional, "split": split, "lengths": f"{lo}-{hi}",
                      "accuracy": accuracy, "n_examples": n, "expressible": spec.expressible,
                      "predicted": "generalizes" if spec.expressible else "fails OOD",
-                     "steps": result.final_step, "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1)})
+                     "steps": result.final_step, **fitted.timing})
     return rows
 
 

@@ -16,20 +16,23 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from interp.interventions.ablation import ABLATION_KINDS, HeadMeans, ablation_hooks, compute_head_means, random_heads
-from interp.measure.batching import in_input_order, pad_token_id, padded_batches
+from interp.core.heads import Head, format_heads
+from interp.core.journal import NUMBER, OPTIONAL_NUMBER, RowJournal, RowShape
+from interp.core.locking import TableLock
+from interp.core.naming import model_name
+from interp.core.tables import stem_file, write_table
 from interp.data.paper_files import ExampleSource, Generated
+from interp.measure.mechanism_scores import MECHANISM_SCORES, all_head_scores
+from interp.data.tasks import get_task
+from interp.interventions.ablation import ABLATION_KINDS, HeadMeans, ablation_hooks, compute_head_means, random_heads
+from interp.interventions.replay import CleanBatch, replay, run_clean
+from interp.measure.batching import in_input_order, pad_token_id, padded_batches
 from interp.measure.encoding import encode_for
 from interp.measure.evaluate import task_prompts
-from interp.core.heads import Head, format_heads
-from interp.core.naming import model_name
-from interp.prompts import PromptConfig
-from interp.interventions.replay import CleanBatch, replay, run_clean
-from interp.core.tables import RowJournal, json_ready, read_csv, read_table_metadata, stem_file, write_table
-from interp.measure.mechanism_scores import MECHANISM_SCORES, all_head_scores
 from interp.measure.head_scores import SCORE_NAMES, HeadScores, task_attention_scores
-from interp.data.tasks import get_task
+from interp.measure.score_tables import model_dtype, read_head_scores
 from interp.measure.teacher_forcing import Accuracy, AnswerScores, check_context, teacher_forced_scores
+from interp.prompts import PromptConfig
 
 Log = Callable[[str], None]
 SELECTABLE_SCORES: tuple[str, ...] = (*SCORE_NAMES, *MECHANISM_SCORES)
@@ -67,6 +70,8 @@ class AblationConfig:
             raise ValueError("tasks: name at least one task")
         if not self.lengths or min(self.lengths) < 1:
             raise ValueError(f"lengths={self.lengths}: give at least one positive length")
+        if len(set(self.random_seeds)) != len(self.random_seeds):
+            raise ValueError(f"random_seeds={self.random_seeds}: each seed once (a repeat counts one draw twice)")
         for name in ("k", "n_examples", "n_reference", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
@@ -139,26 +144,38 @@ def check_ablation_inputs(model, config: AblationConfig) -> None:
     """Everything about a study that can be wrong for this model, checked before any forward
     pass: ``k`` against the number of heads, and every prompt against the context length."""
     config.check_model(model.cfg.n_layers, model.cfg.n_heads)
+    check_prompt_context(model, config)
+
+
+def check_prompt_context(model, config: AblationConfig) -> None:
+    """Every prompt of the study's tasks and lengths against the model's context."""
     for prompts in ablation_prompt_sets(model, config).values():
         check_context(model, encode_for(model, prompts, config.prompt_config))
 
 
 def study_head_scores(model, stem: Path, config: AblationConfig, n_sequences: int = 100, progress: bool = True,
-                      metadata: dict | None = None) -> HeadScores:
+                      metadata: dict | None = None, log: Log = _quiet) -> HeadScores:
     """The head scores a study ranks heads by, with its ``attn_<task>`` columns: read back from
-    ``stem`` when that table was written for the same model, probe and prompts (a re-run after an
-    interruption), else computed and written there."""
-    wanted = {"model": model_name(model), "probe": "repeated_random", "n_sequences": n_sequences, "seed": config.seed,
+    ``stem`` when that table is whole and was written for the same model, dtype, probe and
+    prompts (a re-run after an interruption), else computed and written there (``log`` says why).
+    The table is locked meanwhile: another run computing the same table is refused."""
+    wanted = {"model": model_name(model), "dtype": model_dtype(model), "probe": "repeated_random",
+              "n_sequences": n_sequences, "seed": config.seed,
               "task_attention": {"tasks": list(config.tasks), "lengths": list(config.lengths),
                                  "n_examples": config.n_examples, "prompt_config": asdict(config.prompt_config),
                                  "source": config.source.describe()},
               "scores": list(SELECTABLE_SCORES), **(metadata or {})}
-    stored = read_table_metadata(stem)
-    if stored is not None and all(stored.get(k) == json_ready(v) for k, v in wanted.items()):
-        return HeadScores.from_rows(read_csv(stem_file(stem, "csv")))
-    scores = all_head_scores(model, n_sequences=n_sequences, seed=config.seed, progress=progress)
-    add_task_attention(model, scores, ablation_prompt_sets(model, config), config.prompt_config, config.batch_size, progress)
-    write_table(scores.rows(), stem, metadata=scores.metadata | wanted)
+    names = [*SELECTABLE_SCORES, *(f"attn_{t}" for t in config.tasks)]
+    with TableLock(stem):
+        stored, why_not = read_head_scores(stem, wanted, model.cfg.n_layers, model.cfg.n_heads, names)
+        if stored is not None:
+            return stored
+        if stem_file(stem, "csv").exists() or stem_file(stem, "json").exists():
+            log(f"not reusing the head scores in {stem_file(stem, 'csv')}: {why_not}; computing them again")
+        scores = all_head_scores(model, n_sequences=n_sequences, seed=config.seed, progress=progress)
+        add_task_attention(model, scores, ablation_prompt_sets(model, config), config.prompt_config, config.batch_size,
+                           progress)
+        write_table(scores.rows(), stem, metadata=scores.metadata | wanted)
     return scores
 
 
@@ -202,7 +219,7 @@ def ablation_study(model, scores: HeadScores, config: AblationConfig = AblationC
                     clean = [run_clean(model, batch, layers) for batch in batches]
                 if heads:
                     log(f"ablating {condition}{'' if seed is None else f' (seed {seed})'} heads {format_heads(heads)} "
-                        f"({kind}) on {task} n={length}")
+                        f"({kind}) on {task} at length {length}")
                 hooks = ablation_hooks(model, heads, kind, means) if heads else []
                 if replay_clean:
                     result = Accuracy.of(_scores(model, clean, len(encoded), heads, hooks))
@@ -234,6 +251,11 @@ def _scores(model, clean: list[CleanBatch], n: int, heads: Sequence[Head], hooks
     layer = _lowest_layer(heads)
     return AnswerScores.from_rows(in_input_order(n, [(c.batch.indices, replay(model, c, layer, hooks)[0]) for c in clean]))
 
+
+# What a journal row must hold to be reused by a resumed study.
+ABLATION_ROW_SHAPE: RowShape = {"model": str, "condition": str, "ablation": str, "seed": (int, type(None)), "task": str,
+                                "length": int, "n_examples": int, "accuracy": NUMBER, "mean_logprob": OPTIONAL_NUMBER,
+                                "heads": str}
 
 ABLATION_COLUMNS = ["model", "condition", "ablation", "seed", "task", "length", "n_examples", "accuracy",
                     "delta_accuracy", "mean_logprob", "heads", "selected_by"]

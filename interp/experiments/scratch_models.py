@@ -77,7 +77,7 @@ def train_scratch_model(task: str, folder: Path, *, results_dir: Path = Path("re
     fitted = fit(task, POSITIONAL, config, cache_dir() / "trained" / name, progress=progress)
     rows = score_bins(fitted, task, POSITIONAL, config)
     info = {"name": name, "task": task, "preset": preset, "config": asdict(config), "positional": POSITIONAL,
-            "command": "make trained-models", "steps": fitted.result.final_step, "seconds": fitted.seconds,
+            "command": "make trained-models", "steps": fitted.result.final_step, "seconds": fitted.timing["seconds"],
             "rows": rows, "scoring": "zero-shot lines, answer must end with the line's end marker"}
     write_table(rows, Path(results_dir) / f"trained_{name}", metadata={k: v for k, v in info.items() if k != "rows"})
     return save_fitted(fitted, folder, info)

@@ -32,12 +32,13 @@ from typing import Literal, get_args
 import numpy as np
 import torch
 
-from interp.models.bridge import act_name
-from interp.figures.browser import headless_chromium  # noqa: F401 - re-exported: checks of attention pages use it
 from interp.core.heads import Head, HeadLike, parse_heads
-from interp.prompts import PromptConfig, PromptLayout, prompt_layout
+from interp.core.lm import context_length
 from interp.core.tables import atomic_write_text
 from interp.data.tasks import TaskExample, get_task
+from interp.figures.browser import headless_chromium  # noqa: F401 - re-exported: checks of attention pages use it
+from interp.models.bridge import act_name
+from interp.prompts import PromptConfig, PromptLayout, prompt_layout
 
 ViewKind = Literal["heads", "patterns", "both"]
 VIEW_KINDS: tuple[str, ...] = get_args(ViewKind)
@@ -149,6 +150,10 @@ def attention_view(model, task: str, heads: str | Sequence[HeadLike], *, length:
         raise ValueError(f"example={example} must be >= 0")
     prompt = task_prompts(model, spec, length, example + 1, seed, prompt_config, source=source)[example]
     layout = prompt_layout(model.tokenizer, prompt, resolve_prepend_bos(model, prompt_config), append_answer)
+    n_ctx = context_length(model)
+    if n_ctx is not None and len(layout.ids) > n_ctx:
+        raise ValueError(f"length={length}: the prompt{' + answer' if append_answer else ''} has {len(layout.ids)} "
+                         f"tokens but the model's context (cfg.n_ctx) is {n_ctx}; use a shorter length or fewer shots")
     patterns = head_patterns(model, layout.ids, parsed).numpy()
     raw = [token_label(model.tokenizer, i) for i in layout.ids]
     marks: dict[int, str] = {}

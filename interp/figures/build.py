@@ -14,7 +14,7 @@ from interp.figures.edges import edge_figures
 from interp.figures.accuracy import accuracy_length_figure
 from interp.figures.export import STATIC_FORMATS, StaticExporter, save_figure
 from interp.figures.heads import head_scores_figure, head_sweep_figure
-from interp.figures.rows import Rows, load_results, models_in
+from interp.figures.rows import BAD_TABLE_ERRORS, Rows, load_results, models_in, table_error
 from interp.figures.training import finetune_figure, finetune_summary_figure, from_scratch_figure
 
 RESULT_FILES = {  # kind -> (file name, figure name prefix, the analysis that writes it)
@@ -82,8 +82,8 @@ def build_figures(results_dir: str | Path, model: str | None = None,
                         stem += path.stem[len(Path(name).stem):]
                     used.add(stem)
                     made.append((stem, PER_MODEL_FIGURES[kind](rows, m, source=str(path))))
-            except ValueError as err:
-                errors.append(str(err))
+            except BAD_TABLE_ERRORS as err:
+                errors.append(table_error(path, err))
                 continue
             if not made:
                 log(f"note: {path} has no rows for model {model!r}")
@@ -92,8 +92,8 @@ def build_figures(results_dir: str | Path, model: str | None = None,
     if scratch.exists():
         try:
             figures.append(("from_scratch", from_scratch_figure(load_results(scratch, "from_scratch"), source=str(scratch))))
-        except ValueError as err:
-            errors.append(str(err))
+        except BAD_TABLE_ERRORS as err:
+            errors.append(table_error(scratch, err))
     else:
         log(f"note: skipping from_scratch figures: {scratch} not found (written by analyses/train_from_scratch.py)")
 
@@ -109,8 +109,8 @@ def build_figures(results_dir: str | Path, model: str | None = None,
                 continue
             figures.append((path.stem, finetune_figure(rows, *key, source=str(path))))
             runs[key] = rows
-        except ValueError as err:
-            errors.append(str(err))
+        except BAD_TABLE_ERRORS as err:
+            errors.append(table_error(path, err))
     for m in sorted({m for m, _ in runs}):
         mine = {k: v for k, v in runs.items() if k[0] == m}
         if len(mine) > 1:

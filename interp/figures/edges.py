@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from interp.core.naming import slug
-from interp.core.tables import read_csv
+from interp.core.naming import CONDITION_LABELS, slug
 from interp.core.stats import Z_95
-from interp.core.naming import CONDITION_LABELS
+from interp.core.tables import read_csv
+from interp.figures.rows import BAD_TABLE_ERRORS, table_error
 from interp.figures.style import OKABE_ITO, style
 
 Rows = Sequence[Mapping]
@@ -152,6 +152,6 @@ def edge_figures(results_dir: str | Path, model: str | None = None) -> tuple[lis
                     figures.append((_stem("edge_patching_layers", rows), edge_layer_figure(rows, str(path))))
                 else:
                     figures.append((_stem("edge_patching", rows), edge_patching_figure(rows, str(path))))
-        except ValueError as err:
-            errors.append(str(err))
+        except BAD_TABLE_ERRORS as err:
+            errors.append(table_error(path, err))
     return figures, errors

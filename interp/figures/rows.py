@@ -29,6 +29,15 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
 
 ABLATION_CONDITIONS = ("baseline", "induction", "anti_induction", "random")
 
+# What a malformed table can raise while its figure is drawn: each is reported for that file alone.
+BAD_TABLE_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, KeyError, IndexError, ArithmeticError)
+
+
+def table_error(path: str | Path, err: Exception) -> str:
+    """One line saying which results file could not be drawn, and why."""
+    message = str(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {err}"
+    return message if str(path) in message else f"results file {path}: {message}"
+
 
 def load_results(path: str | Path, kind: str) -> list[dict]:
     """Rows of a results file, with a clear error naming the file when a needed column is missing."""

@@ -44,6 +44,10 @@ def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32,
                   device_map: str | dict | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The plain Hugging Face model and tokenizer behind ``name_or_path`` (no bridge)."""
     name = canonical_name(name_or_path)
+    if device_map is not None and name in (EMBEDDED_MODEL, *TINY_MODELS):
+        # these are built or converted whole in memory: a split would be silently ignored
+        raise ValueError(f"--device-map {device_map!r}: {name} is loaded on one device and cannot be split; "
+                         f"leave --device-map out and use --device")
     if name == EMBEDDED_MODEL:
         return load_embedded_hf(dtype)
     if name == PAPER_MODEL:
