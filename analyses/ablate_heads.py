@@ -2,7 +2,9 @@
 (zero and mean ablation) and recompute accuracy on UF, UB, UR, UL. The `make run` job.
 
 Writes results/head_scores_<model>.*, results/ablation_<model>.* and results/ablation_summary_<model>.*
-(with an adapter the model reads `smollm2-135m+ub`). A killed run started again with the same arguments
+(with an adapter the model reads `smollm2-135m+ub`). `--anti-heads-by SCORE` (or `--induction-heads-by`)
+picks a set by another head score (interp.mechanism_scores), e.g. duplicate_v_composition; the
+files then end in `_anti-by-SCORE`. A killed run started again with the same arguments
 resumes: finished head scores and finished ablation cells are reused.
 """
 
@@ -17,6 +19,7 @@ from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args
 from interp.datasets import PaperData
 from interp.experiments import (ABLATION_COLUMNS, AblationConfig, ablation_study, ablation_summary,
                                 check_ablation_inputs, study_head_scores)
+from interp.experiments.head_ablation import SELECTABLE_SCORES
 from interp.results import RowJournal, to_markdown, write_table
 
 
@@ -37,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--score-sequences", type=positive_int, default=100, help="repeated random sequences for head scores")
     parser.add_argument("--batch-size", type=positive_int, default=8)
+    parser.add_argument("--induction-heads-by", choices=SELECTABLE_SCORES, default="induction",
+                        help="head score whose top k form the induction set (default: induction, the paper's)")
+    parser.add_argument("--anti-heads-by", choices=SELECTABLE_SCORES, default="anti_induction",
+                        help="head score whose top k form the anti-induction set (default: anti_induction, the paper's; "
+                             "duplicate_v_composition names one-step backward copiers)")
     args = parser.parse_args(argv)
     source = source_from_args(parser, args, args.tasks)
     lengths = args.lengths or [10]
@@ -48,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     config = AblationConfig(tasks=tuple(args.tasks), lengths=tuple(lengths), k=args.k, n_examples=args.n,
                             kinds=tuple(args.kinds), random_seeds=tuple(args.random_seeds), seed=args.seed,
                             batch_size=args.batch_size, prompt_config=prompt_config_from_args(parser, args),
-                            source=source)
+                            source=source, induction_by=args.induction_heads_by, anti_by=args.anti_heads_by)
     model = load_model_from_args(args)
     try:
         check_ablation_inputs(model, config)
@@ -61,11 +69,14 @@ def main(argv: list[str] | None = None) -> int:
 
     scores = study_head_scores(model, args.out / f"head_scores{suffix}", config, args.score_sequences, progress,
                                metadata={"adapter": args.adapter})
-    for name in ("induction", "anti_induction"):
+    for name in (config.induction_by, config.anti_by):
         top = scores.top_heads(name, args.k)
         print(f"top {args.k} {name} heads: " + ", ".join(f"{h} ({float(scores[name][h]):.3f})" for h in top))
 
-    stem = args.out / f"ablation{suffix}"
+    chosen = "".join(f"_{role}-by-{score}" for role, score, default in
+                     (("induction", config.induction_by, "induction"), ("anti", config.anti_by, "anti_induction"))
+                     if score != default)  # another choice of heads is another study, in its own files
+    stem = args.out / f"ablation{suffix}{chosen}"
     run_config = {"config": config.as_dict(), "model": args.model, "adapter": args.adapter, "dtype": args.dtype,
                   "score_sequences": args.score_sequences, "scoring": "teacher-forced exact match (interp.teacher_forcing)"}
     journal = RowJournal(stem, run_config)
@@ -73,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"resuming: {len(journal.done())} finished cells in {journal.path}")
     rows = ablation_study(model, scores, config, progress=progress, log=print, journal=journal)
     summary = ablation_summary(rows)
-    write_table(summary, args.out / f"ablation_summary{suffix}", metadata=run_config)
+    write_table(summary, args.out / f"ablation_summary{suffix}{chosen}", metadata=run_config)
     journal.finish(rows, ABLATION_COLUMNS, metadata=run_config)
     print("\naccuracy (change from baseline) [random-head spread]:\n")
     print(to_markdown(summary))

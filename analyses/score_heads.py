@@ -1,5 +1,7 @@
-"""Per-head induction, anti-induction and previous-token scores (repeated random tokens), plus
-attention to the answer's source on task prompts; writes the layer x head table.
+"""Per-head induction, anti-induction and previous-token scores (repeated random tokens), the
+mechanism scores of interp.mechanism_scores (duplicate-token, reversed probe, K/V composition with
+the previous-token heads, duplicate_v_composition), plus attention to the answer's source on task
+prompts; writes the layer x head table.
 
 Writes results/head_scores_<model>.* (with an adapter the model reads `smollm2-135m+ub`).
 """
@@ -13,7 +15,7 @@ from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args
                         results_suffix, run, source_from_args)
 from interp.experiments import AblationConfig, ablation_prompt_sets, add_task_attention, check_ablation_inputs
 from interp.results import to_markdown, write_table
-from interp.scoring import score_heads
+from interp.mechanism_scores import all_head_scores
 from interp.tasks import TASK_NAMES
 
 
@@ -46,8 +48,8 @@ def main(argv: list[str] | None = None) -> int:
             check_ablation_inputs(model, config)
         except ValueError as err:
             fail(parser, "--lengths", str(err))
-    scores = score_heads(model, half_length=args.half_length, n_sequences=args.n, seed=args.seed,
-                         prepend_bos=args.bos, progress=not args.quiet)
+    scores = all_head_scores(model, half_length=args.half_length, n_sequences=args.n, seed=args.seed,
+                             prepend_bos=args.bos, progress=not args.quiet)
     if tasks:
         add_task_attention(model, scores, ablation_prompt_sets(model, config), config.prompt_config,
                            progress=not args.quiet)

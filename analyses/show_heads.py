@@ -16,6 +16,7 @@ from interp.cli import (Parser, add_model_args, add_prompt_args, add_source_args
                         non_negative_int, positive_int, prompt_config_from_args, run, source_from_args, task_name)
 from interp.datasets import PaperData
 from interp.heads import parse_heads
+from interp.mechanism_scores import all_head_scores
 from interp.tasks import TASK_NAMES
 from interp.viz import VIEW_KINDS, attention_view, save_attention_view
 
@@ -36,6 +37,9 @@ def build_parser() -> Parser:
     parser.add_argument("--view", default="heads", choices=VIEW_KINDS,
                         help="circuitsvis attention_heads, attention_patterns, or both (default heads)")
     parser.add_argument("--no-answer", action="store_true", help="do not append the teacher-forced answer")
+    parser.add_argument("--scores", type=non_negative_int, default=0, metavar="N",
+                        help="show every head score (paper's and mechanism, interp.mechanism_scores) from N probe "
+                             "sequences beside each head (default 0: none)")
     parser.add_argument("--out", default=None, help="output HTML file (default figures/attention_<TASK>.html)")
     return parser
 
@@ -55,9 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     model = load_model_from_args(args)
     try:
         heads = parse_heads(heads, model.cfg.n_layers, model.cfg.n_heads, name="--heads")
+        scores = all_head_scores(model, n_sequences=args.scores) if args.scores else None
         view = attention_view(model, args.task, heads, length=length, example=args.example, seed=args.seed,
                               prompt_config=config, append_answer=not args.no_answer, model_name=args.model,
-                              source=source)
+                              source=source, scores=scores)
     except ValueError as err:
         parser.error(str(err))
     out = Path(args.out) if args.out else ROOT / "figures" / f"attention_{args.task}.html"

@@ -362,3 +362,21 @@ def apply_rotary(model: TransformerBridge, x: Float[Tensor, "*#rows head d_head"
         raise NotImplementedError("only full-width rotary embeddings on rotated halves are supported")
     first, second = x.chunk(2, dim=-1)
     return x * cos[..., None, :] + torch.cat([-second, first], dim=-1) * sin[..., None, :]
+
+
+# --------------------------------------------------------------------------- weights per query head
+
+
+def head_weights(model: TransformerBridge) -> dict[str, Float[Tensor, "layer head_index ..."]]:
+    """``W_Q``, ``W_K``, ``W_V`` ``[layer, head, d_model, d_head]`` and ``W_O`` ``[layer, head,
+    d_head, d_model]`` of the processed weights, one entry per *query* head: under grouped-query
+    attention each key/value head is repeated for the query heads that share it."""
+    n_heads = model.cfg.n_heads
+    weights = {name: getattr(model, name).detach() for name in ("W_Q", "W_K", "W_V", "W_O")}
+    for name in ("W_K", "W_V"):
+        shared = weights[name].shape[1]
+        if shared != n_heads:
+            if n_heads % shared:
+                raise ValueError(f"{name} has {shared} heads, which do not divide the {n_heads} query heads")
+            weights[name] = weights[name].repeat_interleave(n_heads // shared, dim=1)
+    return weights

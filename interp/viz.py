@@ -99,6 +99,7 @@ class AttentionView:
     n_layers: int
     n_heads: int
     marks: dict[int, str] = field(default_factory=dict)
+    head_scores: dict[str, dict[str, float]] = field(default_factory=dict)  # head -> score name -> value
 
     @property
     def title(self) -> str:
@@ -129,9 +130,14 @@ class AttentionView:
 
 def attention_view(model, task: str, heads: str | Sequence[HeadLike], *, length: int = 10, example: int = 0,
                    seed: int = 0, prompt_config: PromptConfig = PromptConfig(), append_answer: bool = True,
-                   model_name: str | None = None, source=None) -> AttentionView:
+                   model_name: str | None = None, source=None, scores=None) -> AttentionView:
     """Attention of ``heads`` (``"18.6,17.3"`` or ``[(18, 6), ...]``) on example ``example`` of
-    ``task`` at ``length``, with the same prompts as ``interp.evaluate.task_prompts``."""
+    ``task`` at ``length``, with the same prompts as ``interp.evaluate.task_prompts``. ``scores``
+    (a :class:`interp.scoring.HeadScores`, e.g. ``interp.mechanism_scores.all_head_scores``) are
+    shown beside each head.
+
+    >>> view = attention_view(load_model("planted-ub"), "UB", "1.1,1.2", prompt_config=PromptConfig(n_shots=0))  # doctest: +SKIP
+    """
     from .evaluate import resolve_prepend_bos, task_prompts
 
     spec = get_task(task)
@@ -153,8 +159,9 @@ def attention_view(model, task: str, heads: str | Sequence[HeadLike], *, length:
     marks[layout.query_position] = marks.get(layout.query_position, "") + MARK_QUERY
     labels = [marks.get(i, "") + t for i, t in enumerate(raw)]
     name = model_name or str(getattr(model.cfg, "model_name", None) or "model")
+    per_head = {str(h): {k: float(v[h]) for k, v in scores.scores.items()} for h in parsed} if scores is not None else {}
     return AttentionView(name, spec.name, length, example, seed, parsed, labels, raw, patterns, layout,
-                         prompt.example, prompt.text, int(model.cfg.n_layers), int(model.cfg.n_heads), marks)
+                         prompt.example, prompt.text, int(model.cfg.n_layers), int(model.cfg.n_heads), marks, per_head)
 
 
 # --------------------------------------------------------------------------- HTML
@@ -236,6 +243,7 @@ def attention_page(view: AttentionView, kind: ViewKind = "heads") -> str:
         for r in view.source_attention()
     )
     context = " ".join(ex.context)
+    score_table = _score_table(view)
     test_input = f"{context} | {ex.query}" if ex.query is not None else context
     body = f"""<!DOCTYPE html>
 <html lang="en">
@@ -258,6 +266,7 @@ task <b>{esc(view.task)}</b>: {esc(spec.description)} · heads (layer.head):
 <section id="summary">
 <table><tr><th>head</th><th>attention [Q] → [A]</th><th>mean attention to the answer source, all answer steps</th>
 <th>top key from [Q] (weight)</th></tr>{rows}</table>
+{score_table}
 </section>
 <details><summary>prompt text</summary><div class="prompt mono">{esc(view.prompt_text)}</div></details>
 <p>Attention patterns (rows: query / destination position, columns: key / source position; causal). Hover or click a
@@ -271,6 +280,17 @@ head to enlarge it; hover tokens to see where they attend.</p>
 </html>
 """
     return body
+
+
+def _score_table(view: AttentionView) -> str:
+    """Each shown head's scores (paper's and mechanism), one row per head; empty without scores."""
+    if not view.head_scores:
+        return ""
+    names = list(next(iter(view.head_scores.values())))
+    header = "".join(f"<th>{html.escape(n)}</th>" for n in names)
+    body = "".join(f"<tr><td>{html.escape(head)}</td>" + "".join(f"<td>{values[n]:.3f}</td>" for n in names) + "</tr>"
+                   for head, values in view.head_scores.items())
+    return f'<table class="scores"><tr><th>head</th>{header}</tr>{body}</table>'
 
 
 def save_attention_view(view: AttentionView, path: str | Path, kind: ViewKind = "heads") -> Path:

@@ -25,11 +25,13 @@ from ..naming import model_name
 from ..prompts import PromptConfig, encode_prompts
 from ..replay import CleanBatch, replay, run_clean
 from ..results import RowJournal, json_ready, read_csv, read_table_metadata, stem_file, write_table
-from ..scoring import HeadScores, score_heads, task_attention_scores
+from ..mechanism_scores import MECHANISM_SCORES, all_head_scores
+from ..scoring import SCORE_NAMES, HeadScores, task_attention_scores
 from ..tasks import get_task
 from ..teacher_forcing import Accuracy, AnswerScores, check_context, teacher_forced_scores
 
 Log = Callable[[str], None]
+SELECTABLE_SCORES: tuple[str, ...] = (*SCORE_NAMES, *MECHANISM_SCORES)
 
 
 def _quiet(_: str) -> None:
@@ -51,6 +53,8 @@ class AblationConfig:
     batch_size: int = 8
     prompt_config: PromptConfig = field(default_factory=PromptConfig)
     source: ExampleSource = field(default_factory=Generated)
+    induction_by: str = "induction"  # the head score the "induction" set is the top k of
+    anti_by: str = "anti_induction"  # ... and the "anti_induction" set (e.g. "duplicate_v_composition")
 
     def __post_init__(self) -> None:
         for kind in self.kinds:
@@ -67,6 +71,9 @@ class AblationConfig:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
         for task in self.tasks:
             get_task(task)
+        for name in ("induction_by", "anti_by"):
+            if getattr(self, name) not in SELECTABLE_SCORES:
+                raise ValueError(f"{name}={getattr(self, name)!r} is not a head score; expected one of {SELECTABLE_SCORES}")
 
     def check_model(self, n_layers: int, n_heads: int) -> None:
         """Refuse, before any work, a ``k`` the model cannot supply: k heads per ablated set, and
@@ -85,10 +92,11 @@ class AblationConfig:
 
 
 def ablation_conditions(scores: HeadScores, config: AblationConfig) -> list[tuple[str, int | None, list[Head]]]:
-    """(condition, random seed, heads): top-k induction, top-k anti-induction, k random (per seed,
-    drawn from the heads in neither top list)."""
-    induction = scores.top_heads("induction", config.k)
-    anti = scores.top_heads("anti_induction", config.k)
+    """(condition, random seed, heads): top-k induction, top-k anti-induction (by the scores
+    ``config.induction_by`` and ``config.anti_by``), k random (per seed, drawn from the heads in
+    neither top list)."""
+    induction = scores.top_heads(config.induction_by, config.k)
+    anti = scores.top_heads(config.anti_by, config.k)
     conditions: list[tuple[str, int | None, list[Head]]] = [("induction", None, induction), ("anti_induction", None, anti)]
     for seed in config.random_seeds:
         conditions.append(("random", seed, random_heads(scores.n_layers, scores.n_heads, config.k, seed,
@@ -145,11 +153,11 @@ def study_head_scores(model, stem: Path, config: AblationConfig, n_sequences: in
               "task_attention": {"tasks": list(config.tasks), "lengths": list(config.lengths),
                                  "n_examples": config.n_examples, "prompt_config": asdict(config.prompt_config),
                                  "source": config.source.describe()},
-              **(metadata or {})}
+              "scores": list(SELECTABLE_SCORES), **(metadata or {})}
     stored = read_table_metadata(stem)
     if stored is not None and all(stored.get(k) == json_ready(v) for k, v in wanted.items()):
         return HeadScores.from_rows(read_csv(stem_file(stem, "csv")))
-    scores = score_heads(model, n_sequences=n_sequences, seed=config.seed, progress=progress)
+    scores = all_head_scores(model, n_sequences=n_sequences, seed=config.seed, progress=progress)
     add_task_attention(model, scores, ablation_prompt_sets(model, config), config.prompt_config, config.batch_size, progress)
     write_table(scores.rows(), stem, metadata=scores.metadata | wanted)
     return scores
@@ -205,7 +213,8 @@ def ablation_study(model, scores: HeadScores, config: AblationConfig = AblationC
                                                               every_position=True))
                 row = {"model": name, "condition": condition, "ablation": kind, "seed": seed, "task": task,
                        "length": length, "n_examples": result.n_examples, "accuracy": result.accuracy,
-                       "mean_logprob": result.mean_logprob, "heads": format_heads(heads)}
+                       "mean_logprob": result.mean_logprob, "heads": format_heads(heads),
+                       "selected_by": _selected_by(condition, config)}
                 if journal is not None:
                     journal.add(row)
             if condition == "baseline":
@@ -214,6 +223,10 @@ def ablation_study(model, scores: HeadScores, config: AblationConfig = AblationC
             bar.update()
     bar.close()
     return [by_cell[key] for key in sorted(by_cell)]  # condition by condition, as the summary reads
+
+
+def _selected_by(condition: str, config: AblationConfig) -> str:
+    return {"induction": config.induction_by, "anti_induction": config.anti_by}.get(condition, condition)
 
 
 def _scores(model, clean: list[CleanBatch], n: int, heads: Sequence[Head], hooks) -> AnswerScores:
@@ -225,7 +238,7 @@ def _scores(model, clean: list[CleanBatch], n: int, heads: Sequence[Head], hooks
 
 
 ABLATION_COLUMNS = ["model", "condition", "ablation", "seed", "task", "length", "n_examples", "accuracy",
-                    "delta_accuracy", "mean_logprob", "heads"]
+                    "delta_accuracy", "mean_logprob", "heads", "selected_by"]
 
 
 def ablation_summary(rows: Sequence[dict]) -> list[dict]:

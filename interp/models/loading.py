@@ -19,12 +19,13 @@ from .lean import CheckpointFolder, empty_hf_model
 from .paper import installed_folder, paper_model_folder
 from .processed import install_or_process
 from .store import CacheDamaged
+from .planted import PLANTED_MODELS, is_planted, planted_hf_model
 from .tiny import tiny_hf_model
 
 
 def available_models() -> list[str]:
     paper = [PAPER_MODEL] if installed_folder() is not None else []
-    return [EMBEDDED_MODEL, *TINY_MODELS, *paper, *cached_hub_models()]
+    return [EMBEDDED_MODEL, *TINY_MODELS, *PLANTED_MODELS, *paper, *cached_hub_models()]
 
 
 def own_model(name: str):
@@ -47,6 +48,9 @@ def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32,
         return _from_folder(paper_model_folder()[0], dtype, device_map)
     if name in TINY_MODELS:
         model, tokenizer = tiny_hf_model(name)
+        return model.to(dtype), tokenizer
+    if is_planted(name):
+        model, tokenizer = planted_hf_model(name)
         return model.to(dtype), tokenizer
     checkpoint = local_checkpoint(name)
     if checkpoint is None:

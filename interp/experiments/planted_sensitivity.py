@@ -1,0 +1,209 @@
+"""How weak a planted circuit each instrument still finds: the planted models of
+:mod:`interp.models.planted` at falling ``strength`` (planted weights mixed with seeded random
+ones), each instrument asked to find the heads put there.
+
+One row per (circuit, strength, noise seed, instrument): ``found`` (did the instrument name the
+planted head(s)), ``value`` (what it measured for them), ``runner_up`` (the best other head, where
+the instrument ranks heads) and the circuit's clean accuracy. Instruments:
+
+* ``score:<name>``: the head score ranks the planted head first (``interp.scoring``,
+  ``interp.mechanism_scores``);
+* ``ablation:zero`` / ``ablation:mean``: ablating the head that carries the task halves its
+  accuracy or worse (and the model solved it at least half the time to begin with);
+* ``sweep``: the exact single-head sweep (``interp.sweep``) ranks the heads the task needs first;
+* ``screen:<name>``: an attribution screen (``interp.attribution``) does the same; :data:`SCREENS`
+  holds the screens, so a new one (e.g. AtP*) is one more entry;
+* ``edges``: cutting the paper's edges (``interp.edges``: induction keys for UF, anti-induction
+  values for UB) halves the accuracy or worse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from ..ablation import ablation_hooks, compute_head_means
+from ..attribution import attribution_sweep
+from ..edges.study import EdgeStudyConfig, edge_study
+from ..evaluate import evaluate_task, task_prompts
+from ..heads import Head
+from ..mechanism_scores import all_head_scores
+from ..models.planted import BACKWARD_HEAD, HEAD_LEVEL_ANTI_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD
+from ..prompts import EncodedPrompt, PromptConfig, encode_prompts
+from ..sweep import head_sweep
+
+Screen = Callable[[object, Sequence[EncodedPrompt]], Float[Tensor, "layer head_index"]]
+ZERO_SHOT = PromptConfig(n_shots=0)
+
+
+def first_order_screen(model, encoded: Sequence[EncodedPrompt]) -> Float[Tensor, "layer head_index"]:
+    """Attribution patching's estimate of each head's zero-ablation effect on the answer log-prob."""
+    return attribution_sweep(model, encoded, "zero", progress=False).delta_logprob()
+
+
+SCREENS: dict[str, Screen] = {"attribution": first_order_screen}
+
+
+@dataclass(frozen=True)
+class PlantedCircuit:
+    """A planted model, its task, the heads the task needs, the head that carries it, the edge
+    condition that should break it, and the head each score should rank first."""
+
+    model: str
+    task: str
+    needed: tuple[Head, ...]
+    carrier: Head
+    edge_condition: str
+    score_targets: tuple[tuple[str, Head], ...]
+
+
+CIRCUITS: dict[str, PlantedCircuit] = {
+    "UF": PlantedCircuit("planted-uf", "UF", (PREVIOUS_TOKEN_HEAD, INDUCTION_HEAD), INDUCTION_HEAD, "induction",
+                         (("induction", INDUCTION_HEAD), ("previous_token", PREVIOUS_TOKEN_HEAD),
+                          ("k_composition", INDUCTION_HEAD))),
+    "UB": PlantedCircuit("planted-ub", "UB", (PREVIOUS_TOKEN_HEAD, BACKWARD_HEAD), BACKWARD_HEAD, "anti_induction",
+                         (("anti_induction", HEAD_LEVEL_ANTI_HEAD), ("previous_token", PREVIOUS_TOKEN_HEAD),
+                          ("duplicate_token", BACKWARD_HEAD), ("v_composition", BACKWARD_HEAD),
+                          ("duplicate_v_composition", BACKWARD_HEAD))),
+}
+
+
+@dataclass(frozen=True)
+class SensitivityConfig:
+    strengths: tuple[float, ...] = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    circuits: tuple[str, ...] = ("UF", "UB")
+    length: int = 10
+    n_examples: int = 20
+    n_sequences: int = 20  # probe sequences for the head scores
+    edge_length: int = 5
+    edge_n: int = 10
+
+    def __post_init__(self) -> None:
+        if not self.strengths or any(not 0.0 <= s <= 1.0 for s in self.strengths):
+            raise ValueError(f"strengths={self.strengths}: give values between 0 and 1")
+        unknown = set(self.circuits) - set(CIRCUITS)
+        if unknown or not self.circuits:
+            raise ValueError(f"circuits={self.circuits}: expected some of {tuple(CIRCUITS)}")
+        for name in ("length", "n_examples", "n_sequences", "edge_n"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
+        if not self.seeds:
+            raise ValueError("seeds: give at least one noise seed")
+
+
+def _ranked(table: Float[Tensor, "layer head_index"], descending: bool) -> list[Head]:
+    order = torch.argsort(table.flatten(), descending=descending, stable=True)
+    return [Head(int(i) // table.shape[1], int(i) % table.shape[1]) for i in order]
+
+
+def _ranking_row(table: Float[Tensor, "layer head_index"], targets: Sequence[Head], descending: bool) -> dict:
+    """Found when every target ranks strictly above every other head (a tie finds nothing);
+    value: the weakest target's, runner-up: the best other head's."""
+    ranked = _ranked(table, descending)
+    others = [h for h in ranked if h not in targets]
+    values = [float(table[h]) for h in targets]
+    weakest = min(values) if descending else max(values)
+    runner_up = float(table[others[0]]) if others else float("nan")
+    separated = weakest > runner_up if descending else weakest < runner_up
+    return {"found": bool(separated), "value": weakest, "runner_up": runner_up}
+
+
+def _broken(clean: float, after: float) -> bool:
+    return clean >= 0.5 and after <= 0.5 * clean
+
+
+def instrument_rows(model, circuit: PlantedCircuit, config: SensitivityConfig) -> list[dict]:
+    """Every instrument's verdict on one planted model (see the module docstring)."""
+    rows = []
+    scores = all_head_scores(model, n_sequences=config.n_sequences, progress=False)
+    for name, target in circuit.score_targets:
+        rows.append({"instrument": f"score:{name}", "target": str(target), **_ranking_row(scores[name], [target], True)})
+    prompts = task_prompts(model, circuit.task, config.length, config.n_examples, prompt_config=ZERO_SHOT)
+    encoded = encode_prompts(model.tokenizer, prompts, prepend_bos=False)
+    clean = evaluate_task(model, circuit.task, config.length, config.n_examples, prompt_config=ZERO_SHOT,
+                          progress=False).accuracy
+    means = compute_head_means(model, encoded, progress=False)
+    for kind in ("zero", "mean"):
+        after = evaluate_task(model, circuit.task, config.length, config.n_examples, prompt_config=ZERO_SHOT,
+                              fwd_hooks=ablation_hooks(model, [circuit.carrier], kind, means), progress=False).accuracy
+        rows.append({"instrument": f"ablation:{kind}", "target": str(circuit.carrier), "found": _broken(clean, after),
+                     "value": after, "runner_up": float("nan")})
+    sweep = head_sweep(model, encoded, progress=False)
+    table = sweep.delta_logprob_table(model.cfg.n_layers, model.cfg.n_heads)
+    needed = ";".join(map(str, circuit.needed))
+    rows.append({"instrument": "sweep", "target": needed, **_ranking_row(table, circuit.needed, False)})
+    for name, screen in SCREENS.items():
+        rows.append({"instrument": f"screen:{name}", "target": needed,
+                     **_ranking_row(screen(model, encoded), circuit.needed, False)})
+    edge_config = EdgeStudyConfig(tasks=(circuit.task,), lengths=(config.edge_length,), n=config.edge_n, n_shots=1,
+                                  prepend_bos=True)  # one string: the planted heads find the earliest occurrence
+    edge_rows, _ = edge_study(model, edge_config, progress=False)
+    by_condition = {r["condition"]: r["accuracy"] for r in edge_rows}
+    other = "anti_induction" if circuit.edge_condition == "induction" else "induction"
+    rows.append({"instrument": "edges", "target": circuit.edge_condition,
+                 "found": _broken(by_condition["none"], by_condition[circuit.edge_condition]),
+                 "value": by_condition[circuit.edge_condition], "runner_up": by_condition[other]})
+    return [r | {"clean_accuracy": clean} for r in rows]
+
+
+def sensitivity_study(config: SensitivityConfig = SensitivityConfig(), progress: bool = True,
+                      load: Callable[[str], object] | None = None) -> list[dict]:
+    """Rows for every circuit, strength and noise seed (see the module docstring).
+
+    >>> rows = sensitivity_study(SensitivityConfig(strengths=(1.0, 0.5), seeds=(0,)))  # doctest: +SKIP
+    """
+    from ..models.loading import bridge_from_hf
+    from ..models.planted import planted_hf_model
+
+    def planted(name: str, seed: int):
+        model, tokenizer = planted_hf_model(name, seed=seed)
+        return bridge_from_hf(model, tokenizer, name, torch.device("cpu"))
+
+    cells = [(c, s, seed) for c in config.circuits for s in config.strengths for seed in config.seeds]
+    rows = []
+    for circuit_name, strength, seed in tqdm(cells, desc="planted sensitivity", disable=not progress):
+        circuit = CIRCUITS[circuit_name]
+        name = f"{circuit.model}@{strength}"
+        model = load(name) if load is not None else planted(name, seed)
+        meta = {"circuit": circuit_name, "model": circuit.model, "strength": strength, "seed": seed}
+        rows += [meta | r for r in instrument_rows(model, circuit, config)]
+    return rows
+
+
+def found_summary(rows: Sequence[dict]) -> list[dict]:
+    """Per circuit, instrument and strength: the share of noise seeds on which the plant was found."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["circuit"], r["instrument"], float(r["strength"])), []).append(r)
+    return [{"circuit": c, "instrument": i, "strength": s, "n_seeds": len(g),
+             "found": sum(bool(r["found"]) for r in g) / len(g), "mean_value": sum(float(r["value"]) for r in g) / len(g),
+             "mean_clean_accuracy": sum(float(r["clean_accuracy"]) for r in g) / len(g)}
+            for (c, i, s), g in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], -kv[0][2]))]
+
+
+def weakest_found(summary: Sequence[dict]) -> list[dict]:
+    """Per circuit and instrument, the lowest strength down to which every seed still found the
+    plant at every strength tested (None when even full strength failed)."""
+    out: dict[tuple[str, str], float | None] = {}
+    for row in summary:  # strengths descend within each (circuit, instrument)
+        key = (row["circuit"], row["instrument"])
+        if key not in out:
+            out[key] = row["strength"] if row["found"] == 1.0 else None
+        elif out[key] is not None and out[key] == _previous(summary, row) and row["found"] == 1.0:
+            out[key] = row["strength"]
+    return [{"circuit": c, "instrument": i, "found_down_to": s} for (c, i), s in out.items()]
+
+
+def _previous(summary: Sequence[dict], row: dict) -> float:
+    strengths = [r["strength"] for r in summary if (r["circuit"], r["instrument"]) == (row["circuit"], row["instrument"])]
+    return strengths[strengths.index(row["strength"]) - 1]
+
+
+__all__ = ["CIRCUITS", "SCREENS", "PlantedCircuit", "SensitivityConfig", "first_order_screen", "found_summary",
+           "instrument_rows", "sensitivity_study", "weakest_found"]
