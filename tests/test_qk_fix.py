@@ -99,3 +99,37 @@ def test_bad_screen_arguments_get_clear_errors(tiny_llama, prompts):
         attribution_sweep(tiny_llama, prompts, "zero", steps=2, progress=False)
     with pytest.raises(ValueError, match="qk_rows=0"):
         attribution_sweep(tiny_llama, prompts, "zero", qk_rows=0, progress=False)
+
+
+@pytest.mark.parametrize("kind", ["zero", "mean"])
+@pytest.mark.parametrize("name,task", [("planted-uf", "UF"), ("planted-ub", "UB")])
+def test_atp_star_ranks_the_planted_heads_first(name, task, kind):
+    """On the planted circuits (interp.models.planted) the exact sweep's only harmful heads are the
+    previous-token head and the head that reads it (K-composition for UF, V-composition for UB).
+    AtP* ranks both first with the right sign; first order gives the previous-token head of the
+    K-composition the wrong sign (its effect runs through the induction head's saturated
+    softmax). The planted answers are near certain, so the final log-softmax saturates too and
+    both screens' estimates are tiny (~1e-12): the ranking is what they get right."""
+    from interp.ablation import compute_head_means
+    from interp.heads import Head
+    from interp.models import load_model
+    from interp.models.planted import BACKWARD_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD
+    from interp.sweep import head_sweep
+
+    model = load_model(name, device="cpu")
+    config = PromptConfig(n_shots=0)
+    encoded = encode_prompts(model.tokenizer, task_prompts(model, task, 10, 8, prompt_config=config), prepend_bos=False)
+    means = None
+    if kind == "mean":
+        reference = task_prompts(model, task, 10, 8, seed=10_000, prompt_config=config)
+        means = compute_head_means(model, encode_prompts(model.tokenizer, reference, prepend_bos=False), progress=False)
+    needed = {PREVIOUS_TOKEN_HEAD, INDUCTION_HEAD if task == "UF" else BACKWARD_HEAD}
+    exact = head_sweep(model, encoded, kind=kind, means=means, progress=False)
+    assert {h for h, d in zip(exact.heads, exact.delta_logprobs()) if d < -1} == needed
+    star = attribution_sweep(model, encoded, kind, means, progress=False)
+    assert set(star.top_heads(len(needed))) == needed
+    assert all(star.delta_logprob()[head] < 0 for head in needed)
+    first = attribution_sweep(model, encoded, kind, means, progress=False, screen="first-order")
+    if task == "UF":
+        assert first.delta_logprob()[Head(*PREVIOUS_TOKEN_HEAD)] > 0  # the failure AtP* fixes
+        assert set(first.top_heads(len(needed))) != needed
