@@ -16,8 +16,8 @@ the pattern is recomputed by the softmax, and the estimate is corrected by
 
     <dM/dpattern[t], softmax(scores + d_scores) - pattern - J_softmax . d_linear>,
 
-with ``d_linear`` the first two terms (the part of ``d_scores`` the gradient sees),
-exact minus linearised pattern change, weighted by the metric's gradient at that pattern row. The
+with ``d_linear`` the first two terms (the part of ``d_scores`` the gradient sees): exact minus
+linearised pattern change, weighted by the metric's gradient at that pattern row. The
 change reaches ``q`` and ``k`` through the source's direct path, with the normalisation's clean
 scale (a linearised LayerNorm / RMSNorm); other paths stay first order. In the linear regime the
 correction vanishes and the estimate is plain attribution patching.
