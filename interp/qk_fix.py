@@ -23,9 +23,9 @@ scale (a linearised LayerNorm / RMSNorm); other paths stay first order. In the l
 correction vanishes and the estimate is plain attribution patching.
 
 Cost: one composition ``W_O[s] W_K[l', g]`` per source head and key/value head ``g`` whose rows are
-fixed. Rows are fixed in order of what they can change at most, the spread of ``dM/dpattern`` over
-the row's keys (the correction is bounded by it, as a pattern change sums to zero), up to a
-budget of rows per prompt.
+fixed. Rows are fixed in order of the spread of ``dM/dpattern`` over the row's keys (a pattern
+change sums to zero, so the exact pattern term of any source is at most that spread), up to a
+budget of rows per prompt; the other rows stay first order.
 """
 
 from __future__ import annotations
