@@ -1,9 +1,12 @@
 """Ablate every head alone (or the heads of --heads) and record the change in a task's accuracy
 and answer log-probability (layer x head table).
 
-`--method attribution` is the fast screen: a first-order estimate of every head's change in answer
-log-probability from one forward and one backward pass per batch (no accuracy column); `--recheck K`
-replaces the K largest estimates by their exact values. Measured against the exact sweep in
+`--method attribution` is the fast screen: an estimate of every head's change in answer
+log-probability from one forward and one backward pass per batch (no accuracy column). By default
+it is AtP* (`--screen atp*`): first order, except that each head's effect on later heads' attention
+patterns through their queries and keys goes through the softmax exactly (`--qk-rows` pattern rows
+per prompt); `--screen first-order` is plain attribution patching. `--recheck K` replaces the K
+largest estimates by their exact values. Measured against the exact sweep in
 benchmarks/bench_attribution.py: use it to decide where to look, then sweep those heads exactly.
 
 Writes results/head_sweep_<model>.* (exact) or results/head_screen_<model>.* (attribution); with an
@@ -15,7 +18,7 @@ from __future__ import annotations
 import sys
 
 from interp.interventions.ablation import ABLATION_KINDS, compute_head_means
-from interp.interventions.attribution import attribution_sweep, recheck
+from interp.interventions.attribution import DEFAULT_QK_ROWS, SCREENS, attribution_sweep, recheck
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         load_model_from_args, positive_int, prompt_config_from_args, results_suffix, run, seed,
                         source_from_args, task_name)
@@ -46,13 +49,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="'exact' (one ablated pass per head, default) or 'attribution' (first-order screen)")
     parser.add_argument("--recheck", type=int, default=0,
                         help="with --method attribution: sweep the K largest estimates exactly (default: 0)")
+    parser.add_argument("--screen", default="atp*", choices=SCREENS,
+                        help="with --method attribution: 'atp*' (QK fix, default) or 'first-order'")
+    parser.add_argument("--qk-rows", type=positive_int, default=DEFAULT_QK_ROWS,
+                        help=f"with --screen atp*: attention rows per prompt taken through the softmax (default: {DEFAULT_QK_ROWS})")
     parser.add_argument("--ig-steps", type=positive_int, default=1,
-                        help="with --method attribution: integrated-gradient points (default: 1, plain attribution)")
+                        help="with --screen first-order: integrated-gradient points (default: 1, plain attribution)")
     parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--batch-size", type=positive_int, default=8)
     args = parser.parse_args(argv)
     if args.method == "exact" and (args.recheck or args.ig_steps != 1):
         fail(parser, "--recheck/--ig-steps", "they refine --method attribution; the exact sweep needs neither")
+    if args.ig_steps != 1 and args.screen != "first-order":
+        fail(parser, "--ig-steps", "integrated gradients refine the first-order screen; add --screen first-order")
     if args.recheck < 0:
         fail(parser, "--recheck", f"expected a number of heads >= 0, got {args.recheck}")
     try:
@@ -101,7 +110,8 @@ def screen_heads(parser, model, encoded, task: str, length: int, heads, means, a
     ``--recheck`` largest estimates replaced by exact values."""
     if args.recheck > model.cfg.n_layers * model.cfg.n_heads:
         fail(parser, "--recheck", f"{args.recheck} heads, but the model has {model.cfg.n_layers * model.cfg.n_heads}")
-    screen = attribution_sweep(model, encoded, args.kind, means, args.batch_size, args.ig_steps, progress=not args.quiet)
+    screen = attribution_sweep(model, encoded, args.kind, means, args.batch_size, args.ig_steps, progress=not args.quiet,
+                               screen=args.screen, qk_rows=args.qk_rows)
     rows = screen.rows(task, length, model_name(model))
     if args.recheck:
         table = recheck(model, encoded, screen, args.recheck, means, args.batch_size, progress=not args.quiet)

@@ -187,7 +187,7 @@ def test_integrated_gradients_add_up_to_ablating_every_head(tiny_llama, uf_promp
     """Completeness: along the path that moves every head towards its ablation at once, the
     per-head integrals sum to the effect of ablating all heads together."""
     all_heads = [(l, h) for l in range(tiny_llama.cfg.n_layers) for h in range(tiny_llama.cfg.n_heads)]
-    estimate = attribution_sweep(tiny_llama, uf_prompts, kind, means, steps=12, progress=False)
+    estimate = attribution_sweep(tiny_llama, uf_prompts, kind, means, steps=12, progress=False, screen="first-order")
     with torch.no_grad():
         ablated = teacher_forced_scores(tiny_llama, uf_prompts, fwd_hooks=ablation_hooks(tiny_llama, all_heads, kind, means),
                                         progress=False)

@@ -91,3 +91,14 @@ def test_run_from_layer_reproduces_the_full_pass(fixture, request):
 def test_weights_are_contiguous_after_processing(tiny_gpt2):
     assert tl.weights_processed(tiny_gpt2)
     assert all(p.is_contiguous() for p in tiny_gpt2.parameters())
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_apply_rotary_rotates_queries_and_keys_as_the_model_does(tiny_llama, layer):
+    names = [f"blocks.{layer}.attn.hook_{n}" for n in ("q", "k", "rot_q", "rot_k", "cos", "sin")]
+    _, cache = tiny_llama.run_with_cache(torch.tensor([[1, 5, 9, 2, 7, 3], [1, 4, 4, 8, 6, 2]]),
+                                         names_filter=lambda n: n in names)
+    q, k, rot_q, rot_k, cos, sin = (cache[n] for n in names)
+    assert torch.allclose(tl.apply_rotary(tiny_llama, q, cos, sin), rot_q, atol=1e-6)
+    assert torch.allclose(tl.apply_rotary(tiny_llama, k, cos, sin), rot_k, atol=1e-6)
+    assert not torch.allclose(q, rot_q, atol=1e-3)  # the rotation is not the identity here

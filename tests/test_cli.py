@@ -38,6 +38,8 @@ def refused(main, argv, capsys) -> str:
     ("head_sweep", ["--heads", "1.x"], "--heads: cannot read head '1.x'"),
     ("head_sweep", ["--recheck", "3"], "argument --recheck/--ig-steps: they refine --method attribution"),
     ("head_sweep", ["--method", "attribution", "--recheck", "-1"], "argument --recheck: expected a number of heads >= 0"),
+    ("head_sweep", ["--method", "attribution", "--ig-steps", "2"], "argument --ig-steps: integrated gradients refine the first-order"),
+    ("head_sweep", ["--method", "attribution", "--screen", "exact"], "argument --screen: invalid choice"),
     ("score_heads", ["--tasks", ""], "argument --tasks: no tasks"),
     ("finetune", ["--train-lengths", "20-5"], "argument --train-lengths: range '20-5' is empty"),
     ("finetune", ["--adapter-out", "adapters/x"], "argument --adapter-out: needs --lora"),
@@ -136,5 +138,8 @@ def test_the_attribution_screen_writes_estimates_and_exact_rechecks(tmp_path, ca
     rows = read_csv(tmp_path / "head_screen_tiny-llama.csv")
     assert len(rows) == 8 and not (tmp_path / "head_sweep_tiny-llama.csv").exists()
     kinds = sorted(r["estimate"] for r in rows)
-    assert kinds.count("exact (zero)") == 2 and kinds.count("attribution patching (zero)") == 6
+    assert kinds.count("exact (zero)") == 2 and kinds.count("AtP* (QK fix) (zero)") == 6
     assert "estimated to hurt UF most" in capsys.readouterr().out
+    assert head_sweep.main([*argv, "--screen", "first-order", "--ig-steps", "2"]) == 0
+    rows = read_csv(tmp_path / "head_screen_tiny-llama.csv")
+    assert {r["estimate"] for r in rows} == {"integrated gradients (2 steps) (zero)"}

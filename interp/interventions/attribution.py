@@ -27,8 +27,10 @@ from tqdm.auto import tqdm
 from interp.interventions.ablation import ABLATION_KINDS, AblationKind, HeadMeans
 from interp.measure.batching import Hook, in_input_order, pad_token_id, padded_batches
 from interp.models.bridge import act_name
+from interp.interventions.edges.patching import AttentionLayout, attention_layout
 from interp.core.heads import Head
 from interp.prompts import EncodedPrompt
+from interp.interventions.qk_fix import hook_names, qk_corrections
 from interp.interventions.sweep import head_sweep
 from interp.measure.teacher_forcing import AnswerPositions, AnswerScores, answer_rows, select_positions_hook
 
@@ -57,17 +59,25 @@ def ablated_z(z: Float[Tensor, "batch pos head_index d_head"], layer: int, kind:
     return means.for_layer(layer, z.shape[1]).to(z.device, z.dtype).expand_as(z)
 
 
-def head_attributions(model, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind = "zero",
-                      means: HeadMeans | None = None, fwd_hooks: Sequence[Hook] = (), alpha: float = 0.0
-                      ) -> tuple[Float[Tensor, "batch out_pos vocab"], Float[Tensor, "batch layer head_index"]]:
-    """The logits, and for every head ``<dmetric/dz, z_ablated - z>`` summed over positions and
-    ``d_head``, per row of ``tokens``, from one forward and one backward pass.
+@dataclass(frozen=True)
+class AttributionPass:
+    """One forward and backward pass of :func:`attribution_pass`: the logits, each layer's
+    ``hook_z`` (before any mixing) with the metric's gradient there, and the ``watched`` hooks'
+    values with their gradients."""
 
-    With ``alpha=0`` this is the first-order change of ``metric`` when that head's ``hook_z``
-    slice alone is ablated. With ``alpha > 0`` every head runs ``alpha`` of the way to its
-    ablation (``z + alpha * (z_ablated - z)``) and the gradient is taken there: one point of an
-    integrated-gradients path. ``fwd_hooks`` stay active throughout (e.g. heads already
-    ablated, or ``select_positions_hook``, in which case the logits are those positions' only)."""
+    logits: Float[Tensor, "batch out_pos vocab"]
+    z: dict[int, Float[Tensor, "batch pos head_index d_head"]]
+    z_grads: dict[int, Float[Tensor, "batch pos head_index d_head"]]
+    watched: dict[str, Tensor]
+    watched_grads: dict[str, Tensor]
+
+
+def attribution_pass(model, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind = "zero",
+                     means: HeadMeans | None = None, fwd_hooks: Sequence[Hook] = (), alpha: float = 0.0,
+                     watch: Sequence[str] = (), keep: Sequence[str] = ()) -> AttributionPass:
+    """The forward and backward pass behind :func:`head_attributions`; ``watch`` names further
+    hooks whose values and gradients are returned, ``keep`` hooks whose values alone are (both in
+    ``watched``; a kept value is detached)."""
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha={alpha} must be between 0 (clean) and 1 (every head ablated)")
     names = [act_name("z", layer) for layer in range(model.cfg.n_layers)]
@@ -83,20 +93,79 @@ def head_attributions(model, tokens: Int[Tensor, "batch pos"], metric: Metric, k
         used[hook.name] = z
         return z
 
+    def record(value: Tensor, hook) -> Tensor:
+        used[hook.name] = value
+        return value
+
+    def remember(value: Tensor, hook) -> None:
+        unmixed[hook.name] = value.detach()
+
     mixers = [(name, partial(mix, layer=layer)) for layer, name in enumerate(names)]
-    with torch.enable_grad(), model.hooks(fwd_hooks=[*fwd_hooks, *mixers]):
+    recorders = [(name, record) for name in watch] + [(name, remember) for name in keep]
+    with torch.enable_grad(), model.hooks(fwd_hooks=[*fwd_hooks, *mixers, *recorders]):
         logits = model(tokens.to(model.cfg.device))
         values = metric(logits)
         # Rows do not interact, so the gradient of the sum holds each row's own gradient. Only
         # these inputs' gradients are computed: no weight gradients.
-        grads = torch.autograd.grad(values.sum(), [used[name] for name in names])
-    per_layer = []
-    for layer, (name, grad) in enumerate(zip(names, grads)):
-        z = unmixed[name]
-        change = ablated_z(z, layer, kind, means) - z
-        per_layer.append(einops.einsum(grad.float(), change.float(),
-                                       "batch pos head d_head, batch pos head d_head -> batch head"))
-    return logits.detach(), torch.stack(per_layer, dim=1).cpu()
+        grads = torch.autograd.grad(values.sum(), [used[name] for name in [*names, *watch]])
+    missing = [name for name in keep if name not in unmixed]
+    if missing:
+        raise ValueError(f"hooks {missing} never fired; expected names like {act_name('pattern', 0)!r}")
+    return AttributionPass(logits.detach(), {layer: unmixed[name] for layer, name in enumerate(names)},
+                           dict(enumerate(grads[:len(names)])),
+                           {name: used[name].detach() for name in watch} | {name: unmixed[name] for name in keep},
+                           dict(zip(watch, grads[len(names):])))
+
+
+def z_changes(run: AttributionPass, kind: AblationKind, means: HeadMeans | None
+              ) -> dict[int, Float[Tensor, "batch pos head_index d_head"]]:
+    """Per layer, what ablating each head alone changes in its ``hook_z`` slice."""
+    return {layer: ablated_z(z, layer, kind, means) - z for layer, z in run.z.items()}
+
+
+def first_order(run: AttributionPass, changes: dict[int, Tensor]) -> Float[Tensor, "batch layer head_index"]:
+    """``<dmetric/dz, z_ablated - z>`` per head, summed over positions and ``d_head``."""
+    return torch.stack([einops.einsum(run.z_grads[layer].float(), changes[layer].float(),
+                                      "batch pos head d_head, batch pos head d_head -> batch head")
+                        for layer in sorted(changes)], dim=1).cpu()
+
+
+def head_attributions(model, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind = "zero",
+                      means: HeadMeans | None = None, fwd_hooks: Sequence[Hook] = (), alpha: float = 0.0
+                      ) -> tuple[Float[Tensor, "batch out_pos vocab"], Float[Tensor, "batch layer head_index"]]:
+    """The logits, and for every head ``<dmetric/dz, z_ablated - z>`` summed over positions and
+    ``d_head``, per row of ``tokens``, from one forward and one backward pass.
+
+    With ``alpha=0`` this is the first-order change of ``metric`` when that head's ``hook_z``
+    slice alone is ablated. With ``alpha > 0`` every head runs ``alpha`` of the way to its
+    ablation (``z + alpha * (z_ablated - z)``) and the gradient is taken there: one point of an
+    integrated-gradients path. ``fwd_hooks`` stay active throughout (e.g. heads already
+    ablated, or ``select_positions_hook``, in which case the logits are those positions' only)."""
+    run = attribution_pass(model, tokens, metric, kind, means, fwd_hooks, alpha)
+    return run.logits, first_order(run, z_changes(run, kind, means))
+
+
+SCREENS = ("atp*", "first-order")
+DEFAULT_QK_ROWS = 64  # pattern rows per prompt the QK fix recomputes (see interp.interventions.qk_fix)
+
+
+def atp_star_attributions(model, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind = "zero",
+                          means: HeadMeans | None = None, fwd_hooks: Sequence[Hook] = (),
+                          layout: AttentionLayout | None = None, qk_rows: int | None = DEFAULT_QK_ROWS
+                          ) -> tuple[Float[Tensor, "batch out_pos vocab"], Float[Tensor, "batch layer head_index"]]:
+    """:func:`head_attributions` with AtP*'s QK fix (:mod:`interp.interventions.qk_fix`): each head's effect on
+    later heads' attention patterns through their queries and keys is taken through the softmax
+    exactly, for the ``qk_rows`` pattern rows per prompt (``None``: all) that can matter most.
+
+    >>> logits, delta = atp_star_attributions(model, tokens, metric)  # doctest: +SKIP
+    >>> delta.shape  # batch, layer, head  # doctest: +SKIP
+    """
+    layout = layout or attention_layout(model)
+    patterns, kept = hook_names(layout)
+    run = attribution_pass(model, tokens, metric, kind, means, fwd_hooks, watch=patterns, keep=kept)
+    changes = z_changes(run, kind, means)
+    fix = qk_corrections(model, layout, run.watched, [run.watched_grads[name] for name in patterns], changes, qk_rows)
+    return run.logits, first_order(run, changes) + fix
 
 
 @dataclass(frozen=True)
@@ -147,14 +216,28 @@ class AttributionResult:
 
 def attribution_sweep(model, encoded: Sequence[EncodedPrompt], kind: str = "zero",
                       means: HeadMeans | None = None, batch_size: int = 8, steps: int = 1,
-                      fwd_hooks: Sequence[Hook] = (), progress: bool = True) -> AttributionResult:
-    """First-order estimate of each head's single-head ablation effect on ``encoded`` prompts:
-    the screen to run before ``interp.interventions.sweep.head_sweep``, at the cost of one forward and one
-    backward pass per batch instead of one (partial) forward pass per head.
+                      fwd_hooks: Sequence[Hook] = (), progress: bool = True, screen: str = "atp*",
+                      qk_rows: int | None = DEFAULT_QK_ROWS) -> AttributionResult:
+    """Estimate of each head's single-head ablation effect on ``encoded`` prompts: the screen to
+    run before ``interp.interventions.sweep.head_sweep``, at the cost of one forward and one backward pass per
+    batch instead of one (partial) forward pass per head.
 
+    ``screen="atp*"`` (default) adds AtP*'s QK fix (:func:`atp_star_attributions`, ``qk_rows``
+    pattern rows per prompt recomputed); ``"first-order"`` is plain attribution patching, where
     ``steps > 1`` averages the gradient over ``steps`` points of the path on which every head
     moves towards its ablation at once (midpoint rule; integrated gradients), at ``steps`` times
-    the cost plus one clean forward pass."""
+    the cost plus one clean forward pass.
+
+    >>> screen = attribution_sweep(model, encoded, "zero")  # doctest: +SKIP
+    >>> screen.top_heads(3)  # doctest: +SKIP
+    [Head(layer=1, head=0), ...]
+    """
+    if screen not in SCREENS:
+        raise ValueError(f"screen={screen!r}; expected one of {SCREENS}")
+    if screen == "atp*" and steps != 1:
+        raise ValueError(f"steps={steps}: integrated gradients need screen='first-order' (AtP* takes one gradient)")
+    if qk_rows is not None and qk_rows < 1:
+        raise ValueError(f"qk_rows={qk_rows} must be >= 1 (or None: every pattern row)")
     if kind not in ABLATION_KINDS:
         raise ValueError(f"kind={kind!r} is not an ablation; expected one of {ABLATION_KINDS}")
     if kind == "mean" and means is None:
@@ -165,13 +248,17 @@ def attribution_sweep(model, encoded: Sequence[EncodedPrompt], kind: str = "zero
         raise ValueError(f"steps={steps} must be >= 1 (1: attribution patching, more: integrated gradients)")
     alphas = [0.0] if steps == 1 else [(i + 0.5) / steps for i in range(steps)]
     clean_parts, delta_parts = [], []
+    layout = attention_layout(model) if screen == "atp*" else None
     batches = list(padded_batches(encoded, batch_size, pad_token_id(model.tokenizer)))
     for batch in tqdm(batches, desc="attribution", disable=not progress, leave=False):
         where = AnswerPositions.of(batch.items)
         hooks = [*fwd_hooks, select_positions_hook(where.positions)]
         metric = partial(answer_logprob, where=where)
         estimates = []
-        for alpha in alphas:
+        if screen == "atp*":
+            logits, delta = atp_star_attributions(model, batch.tokens, metric, kind, means, hooks, layout, qk_rows)
+            estimates.append(delta)
+        for alpha in alphas if screen == "first-order" else []:
             logits, delta = head_attributions(model, batch.tokens, metric, kind, means, hooks, alpha)
             estimates.append(delta)
         if alphas != [0.0]:
@@ -179,7 +266,8 @@ def attribution_sweep(model, encoded: Sequence[EncodedPrompt], kind: str = "zero
                 logits = model(batch.tokens.to(model.cfg.device))
         clean_parts.append((batch.indices, answer_rows(logits, batch.items)))
         delta_parts.append((batch.indices, list(torch.stack(estimates).mean(0))))
-    method = "attribution patching" if steps == 1 else f"integrated gradients ({steps} steps)"
+    method = ("AtP* (QK fix)" if screen == "atp*" else "attribution patching" if steps == 1
+              else f"integrated gradients ({steps} steps)")
     n = len(encoded)
     return AttributionResult(kind, AnswerScores.from_rows(in_input_order(n, clean_parts)),
                              torch.stack(in_input_order(n, delta_parts)), method)

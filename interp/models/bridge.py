@@ -344,6 +344,26 @@ def run_until(model: TransformerBridge, tokens: Int[Tensor, "batch pos"], last_h
     raise RuntimeError(f"hook {last_hook!r} never fired: the forward pass ran to the end")
 
 
+# --------------------------------------------------------------------------- rotary embeddings
+
+
+def rotary_hook_names(layer: int) -> tuple[str, str]:
+    """The hooks holding the cosines and sines a rotary layer applies to its queries and keys."""
+    return f"blocks.{layer}.attn.hook_cos", f"blocks.{layer}.attn.hook_sin"
+
+
+def apply_rotary(model: TransformerBridge, x: Float[Tensor, "*#rows head d_head"], cos: Float[Tensor, "*#rows d_head"],
+                 sin: Float[Tensor, "*#rows d_head"]) -> Float[Tensor, "*#rows head d_head"]:
+    """RoPE as the bridge's rotary attention applies it to ``hook_q`` / ``hook_k`` (giving
+    ``hook_rot_q`` / ``hook_rot_k``): halves rotated, Hugging Face's ``rotate_half``; linear in
+    ``x``, so it also rotates a change of a query or key. ``cos`` and ``sin`` come from
+    :func:`rotary_hook_names` at the same rows."""
+    if getattr(model.cfg, "rotary_adjacent_pairs", False) or x.shape[-1] != cos.shape[-1]:
+        raise NotImplementedError("only full-width rotary embeddings on rotated halves are supported")
+    first, second = x.chunk(2, dim=-1)
+    return x * cos[..., None, :] + torch.cat([-second, first], dim=-1) * sin[..., None, :]
+
+
 # --------------------------------------------------------------------------- weights per query head
 
 
