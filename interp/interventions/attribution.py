@@ -154,7 +154,18 @@ def attribution_sweep(model, encoded: Sequence[EncodedPrompt], kind: str = "zero
 
     ``steps > 1`` averages the gradient over ``steps`` points of the path on which every head
     moves towards its ablation at once (midpoint rule; integrated gradients), at ``steps`` times
-    the cost plus one clean forward pass."""
+    the cost plus one clean forward pass.
+
+    Examples:
+        >>> from interp.models import load_model
+        >>> from interp.measure.encoding import encode_for
+        >>> from interp.measure.evaluate import task_prompts
+        >>> model = load_model("tiny-llama", device="cpu")
+        >>> encoded = encode_for(model, task_prompts(model, "UF", 5, n_examples=4))
+        >>> screen = attribution_sweep(model, encoded, "zero", progress=False)
+        >>> screen.delta_logprob().shape                               # layer x head, estimated change
+        torch.Size([2, 4])
+    """
     if kind not in ABLATION_KINDS:
         raise ValueError(f"kind={kind!r} is not an ablation; expected one of {ABLATION_KINDS}")
     if kind == "mean" and means is None:
