@@ -61,7 +61,7 @@ edges: $(STAMP)
 
 # The documentation site (docs/, mkdocs.yml) into site/; strict, so a broken link or reference fails.
 docs: $(STAMP)
-	$(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done

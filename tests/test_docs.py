@@ -34,6 +34,11 @@ MODES = ("run", "tiny", "skip")
 EMBEDDED_CALL = re.compile(r"load_model\(\s*(\)|adapter=|[\"']smollm2)")
 
 
+def loads_embedded(code: str) -> bool:
+    """Whether ``code`` (comments aside) loads the embedded model."""
+    return bool(EMBEDDED_CALL.search("\n".join(line.partition("#")[0] for line in code.splitlines())))
+
+
 @dataclass(frozen=True)
 class Block:
     """One fenced python block of a page: its code, its first line number, and how it runs."""
@@ -89,7 +94,7 @@ def test_page_code_runs(page: Path, tmp_path, monkeypatch) -> None:
 def test_tiny_blocks_use_tiny_models() -> None:
     """A block marked tiny must not load the embedded model (it would make the fast tests slow)."""
     offending = [f"{b.page.relative_to(ROOT)}:{b.line}" for p in PAGES for b in python_blocks(p)
-                 if b.mode == "tiny" and EMBEDDED_CALL.search(b.code)]
+                 if b.mode == "tiny" and loads_embedded(b.code)]
     assert not offending, f"blocks marked tiny load the embedded model: {offending}"
 
 
@@ -124,7 +129,7 @@ def modules_with_examples() -> list[str]:
 def module_param(name: str):
     source = Path(importlib.util.find_spec(name).origin).read_text()
     examples = "\n".join(line for line in source.splitlines() if line.strip().startswith((">>>", "...")))
-    marks = [pytest.mark.embedded] if EMBEDDED_CALL.search(examples) else []
+    marks = [pytest.mark.embedded] if loads_embedded(examples) else []
     return pytest.param(name, marks=marks, id=name)
 
 
@@ -138,4 +143,5 @@ def test_docstring_examples_run(module_name: str, monkeypatch) -> None:
     for test in tests:
         runner.run(test)
     results = runner.summarize(verbose=False)
+    assert results.attempted > 0, f"no docstring example of {module_name} was found"
     assert results.failed == 0, f"{results.failed} of {results.attempted} docstring examples of {module_name} failed"

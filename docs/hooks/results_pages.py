@@ -60,10 +60,24 @@ def index_page(tables: dict[str, list[Path]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def on_files(files: Files, config) -> Files:
+def published_tables() -> dict[str, list[Path]]:
     tables: dict[str, list[Path]] = defaultdict(list)
     for source in RESULTS.glob("*.md"):
         tables[table_and_model(source.stem)[0]].append(source)
+    return dict(sorted(tables.items()))
+
+
+def on_config(config):
+    """Each table's page goes into the nav, under the entry of ``results/index.md``."""
+    for section in config["nav"] or []:
+        entries = next(iter(section.values())) if isinstance(section, dict) else None
+        if isinstance(entries, list) and any("results/index.md" in str(e) for e in entries):
+            entries += [{table: f"{PAGE_DIR}/{table}.md"} for table in published_tables()]
+    return config
+
+
+def on_files(files: Files, config) -> Files:
+    tables = published_tables()
     for table, sources in tables.items():
         files.append(File.generated(config, f"{PAGE_DIR}/{table}.md", content=table_page(table, sources)))
     files.append(File.generated(config, f"{PAGE_DIR}/index.md", content=index_page(tables)))
