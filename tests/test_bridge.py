@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from interp import bridge as tl
+from interp.models import bridge as tl
 
 ROOT = Path(__file__).resolve().parents[1]
 PRIVATE_PATTERNS = (r"\._modules\[", r"_weights_processed", r"model_bridge\.sources", r"\breal_components\b",

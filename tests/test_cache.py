@@ -12,7 +12,7 @@ import struct
 import pytest
 import torch
 
-from interp import bridge as tl
+from interp.models import bridge as tl
 from interp.models import CacheDamaged, bridge_from_hf, load_hf_model, processed_weights_file, tiny_hf_model
 from interp.models.converted import load_converted
 from interp.models.store import MANIFEST, publish_folder, read_manifest, verify

@@ -122,7 +122,7 @@ def test_processed_weight_cache_gives_the_same_bridge(tmp_path, name):
 
 
 def test_processed_weight_cache_rejects_another_model(tmp_path):
-    from interp import bridge as tl
+    from interp.models import bridge as tl
     from interp.models import bridge_from_hf, load_hf_model, processed_weights_file
     from interp.models.processed import read_processed_weights
 

@@ -12,7 +12,7 @@ import torch
 
 from conftest import assert_same_bridge
 
-from interp import bridge as tl
+from interp.models import bridge as tl
 from interp.models import lean
 from interp.models.processed import install_or_process
 from interp.models import ModelNotFoundError, bridge_from_hf, load_model, tiny_hf_model, tiny_tokenizer

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from interp import bridge as tl
+from interp.models import bridge as tl
 from interp.core.naming import (EMBEDDED_MODEL, HUB_REPOS, PAPER_MODEL, TINY_MODELS, ModelNotFoundError, canonical_name,
                       with_adapter)
 from interp.models.converted import check_finite, convert_again

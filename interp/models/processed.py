@@ -17,7 +17,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from interp import bridge as tl
+from interp.models import bridge as tl
 from interp.core.tables import atomic_path
 from interp.models.converted import PROCESSED_PREFIX
 from interp.models.devices import dtype_name

@@ -1,0 +1,47 @@
+"""The paper's claims x models, read from the results tables (no model run).
+
+    python analyses/claims.py                  # results/ -> results/claims.{csv,json,md}, figures/claims.{html,png}
+    python analyses/claims.py --formats html   # no Chromium needed
+
+Each row: a claim, a model, the number read with its 95% interval and sample size, and whether it
+supports, contradicts or cannot test the claim (``interp.figures.claims`` says how each is decided).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from interp.cli import Parser, existing_dir, fail, run
+from interp.core.tables import write_table
+from interp.figures import HTML_FORMATS, STATIC_FORMATS, save_figure
+from interp.figures.claims import claim_rows, claims_figure, claims_table
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = Parser(__doc__)
+    parser.add_argument("--results", type=existing_dir, default=ROOT / "results", help="folder with the results tables")
+    parser.add_argument("--out", default=str(ROOT / "results"), help="where claims.* goes (default results/)")
+    parser.add_argument("--figures", default=str(ROOT / "figures"), help="where the figure goes (default figures/)")
+    parser.add_argument("--formats", default="html,png", help="figure formats (default html,png; '' for none)")
+    args = parser.parse_args(argv)
+    formats = [f.strip().lower() for f in args.formats.split(",") if f.strip()]
+    if unknown := [f for f in formats if f not in HTML_FORMATS + STATIC_FORMATS]:
+        fail(parser, "--formats", f"unknown {unknown}; choose from {', '.join(HTML_FORMATS + STATIC_FORMATS)}")
+    claims = claim_rows(args.results)
+    if not claims:
+        print(f"note: no table in {args.results} speaks to any claim")
+        return 0
+    write_table(claims_table(claims), Path(args.out) / "claims", metadata={"results": str(args.results)})
+    if formats:
+        save_figure(claims_figure(claims), Path(args.figures) / "claims", formats)
+    width = max(len(c.claim) for c in claims)
+    for c in claims:
+        print(f"{c.claim:<{width}}  {c.model:<22} {c.verdict:<12} {c.value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(main))

@@ -1,0 +1,238 @@
+"""The paper's claims x models: one table (and one figure) read from a results folder.
+
+Each claim is a comparison the paper makes; for each model whose tables hold the numbers, the
+row gives the number, its 95% interval, the sample size, and a verdict:
+
+* ``supports`` / ``contradicts``: the interval excludes the other side;
+* ``inconclusive``: it does not;
+* ``cannot test``: the comparison is empty on this model (e.g. UB at 0.00 before any ablation:
+  an ablation cannot lower it), said with the reason.
+
+Proportions carry Wilson intervals; differences of proportions Newcombe's hybrid score interval
+(method 10). Head-score claims compare the best head's score with fixed levels (strong >= 0.5,
+weak < 0.2; both are mean attention to one position, so 1.0 is a head that always attends there).
+Nothing here runs a model: re-running an analysis and then ``analyses/claims.py`` refreshes it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from interp.core.stats import wilson_interval
+from interp.core.tables import read_csv
+
+STRONG, WEAK = 0.5, 0.2
+FLOOR = 0.2  # below this baseline accuracy an ablation or edge removal has nothing to break
+Rows = list[dict]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One row of the claims table."""
+
+    claim: str
+    model: str
+    value: str  # the number(s), as read
+    estimate: float  # the compared quantity (a difference, a score, an accuracy after intervention)
+    lo: float
+    hi: float
+    n: int
+    verdict: str  # supports | contradicts | inconclusive | cannot test
+    source: str  # the results file it was read from
+    note: str = ""
+
+    def as_row(self) -> dict:
+        return asdict(self)
+
+
+def _proportion(rows: Rows) -> tuple[int, int]:
+    """Successes and trials pooled over rows with ``accuracy`` and ``n_examples``."""
+    hits = sum(round(float(r["accuracy"]) * int(r["n_examples"])) for r in rows)
+    return hits, sum(int(r["n_examples"]) for r in rows)
+
+
+def difference_interval(a: tuple[int, int], b: tuple[int, int]) -> tuple[float, float, float]:
+    """``p_a - p_b`` and its 95% interval (Newcombe's hybrid score method from Wilson intervals).
+
+    >>> d, lo, hi = difference_interval((30, 30), (0, 30))
+    >>> round(d, 2), lo > 0.8
+    (1.0, True)
+    """
+    (xa, na), (xb, nb) = a, b
+    pa, pb = xa / na, xb / nb
+    la, ua = wilson_interval(xa, na)
+    lb, ub = wilson_interval(xb, nb)
+    d = pa - pb
+    return d, d - math.sqrt((pa - la) ** 2 + (ub - pb) ** 2), d + math.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)
+
+
+def _verdict(lo: float, hi: float) -> str:
+    return "supports" if lo > 0 else "contradicts" if hi < 0 else "inconclusive"
+
+
+def _gap_claim(claim: str, model: str, rows: Rows, source: str, better: str, worse: str) -> Claim | None:
+    """``better`` beats ``worse`` (pooled over the lengths both were measured at)."""
+    lengths = {int(r["length"]) for r in rows if r["task"] == better} & {int(r["length"]) for r in rows if r["task"] == worse}
+    if not lengths:
+        return None
+    a = _proportion([r for r in rows if r["task"] == better and int(r["length"]) in lengths])
+    b = _proportion([r for r in rows if r["task"] == worse and int(r["length"]) in lengths])
+    d, lo, hi = difference_interval(a, b)
+    value = f"{better} {a[0] / a[1]:.2f} vs {worse} {b[0] / b[1]:.2f} (lengths {','.join(map(str, sorted(lengths)))})"
+    if a[0] == b[0] == 0:
+        return Claim(claim, model, value, d, lo, hi, a[1] + b[1], "cannot test", source, "both at 0")
+    return Claim(claim, model, value, d, lo, hi, a[1] + b[1], _verdict(lo, hi), source)
+
+
+def _score_claim(claim: str, model: str, rows: Rows, source: str, column: str, strong: bool) -> Claim | None:
+    scored = [r for r in rows if r.get(column) not in (None, "")]
+    if not scored:
+        return None
+    best = max(scored, key=lambda r: float(r[column]))
+    score = float(best[column])
+    if strong:
+        verdict = "supports" if score >= STRONG else "contradicts" if score < WEAK else "inconclusive"
+    else:
+        verdict = "supports" if score < WEAK else "contradicts" if score >= STRONG else "inconclusive"
+    value = f"best {column} {score:.3f} (head {best['layer']}.{best['head']})"
+    return Claim(claim, model, value, score, score, score, len(scored), verdict, source, f"over {len(scored)} heads")
+
+
+def _drop_claim(claim: str, model: str, before: Rows, after: Rows, control: Rows, source: str, what: str) -> Claim | None:
+    """An intervention lowers accuracy below the clean run (and below a control where one exists)."""
+    if not before or not after:
+        return None
+    clean, hit = _proportion(before), _proportion(after)
+    d, lo, hi = difference_interval(clean, hit)
+    value = f"{what} {clean[0] / clean[1]:.2f} -> {hit[0] / hit[1]:.2f}"
+    if clean[0] / clean[1] < FLOOR:
+        return Claim(claim, model, value, d, lo, hi, clean[1], "cannot test", source,
+                     f"{what} at {clean[0] / clean[1]:.2f} before the intervention")
+    note = ""
+    if control:
+        ctrl = _proportion(control)
+        _, clo, _ = difference_interval(ctrl, hit)
+        value += f" (random heads {ctrl[0] / ctrl[1]:.2f})"
+        if clo <= 0 and lo > 0:
+            return Claim(claim, model, value, d, lo, hi, clean[1], "inconclusive", source, "random heads hurt as much")
+    return Claim(claim, model, value, d, lo, hi, clean[1], _verdict(lo, hi), source, note)
+
+
+def directional_claims(model: str, rows: Rows, source: str) -> list[Claim]:
+    found = [_gap_claim("UF > UB (forward beats backward copying)", model, rows, source, "UF", "UB"),
+             _gap_claim("UR > UL (right beats left retrieval)", model, rows, source, "UR", "UL")]
+    return [c for c in found if c]
+
+
+def head_score_claims(model: str, rows: Rows, source: str) -> list[Claim]:
+    found = [_score_claim("strong induction heads (paper's score)", model, rows, source, "induction", True),
+             _score_claim("weak anti-induction heads (paper's score)", model, rows, source, "anti_induction", False),
+             _score_claim("weak backward-copying candidates (duplicate-token x V-composition)", model, rows, source,
+                          "duplicate_v_composition", False)]
+    return [c for c in found if c]
+
+
+def ablation_claims(model: str, rows: Rows, source: str) -> list[Claim]:
+    def pick(condition: str, task: str, kind: str | None = None) -> Rows:
+        return [r for r in rows if r["condition"] == condition and r["task"] == task
+                and (kind is None or r.get("ablation") == kind)]
+
+    found = [_drop_claim("induction-head ablation breaks UF", model, pick("baseline", "UF"), pick("induction", "UF", "zero"),
+                         pick("random", "UF", "zero"), source, "UF"),
+             _drop_claim("anti-induction-head ablation breaks UB", model, pick("baseline", "UB"),
+                         pick("anti_induction", "UB", "zero"), pick("random", "UB", "zero"), source, "UB")]
+    return [c for c in found if c]
+
+
+def edge_claims(model: str, rows: Rows, source: str) -> list[Claim]:
+    def pick(condition: str, task: str) -> Rows:
+        return [{"accuracy": r["accuracy"], "n_examples": r.get("n_examples") or r.get("n")} for r in rows
+                if r.get("condition") == condition and r.get("task") == task]
+
+    found = [_drop_claim("induction edges carry UF", model, pick("none", "UF"), pick("induction", "UF"), [], source, "UF"),
+             _drop_claim("anti-induction edges carry UB", model, pick("none", "UB"), pick("anti_induction", "UB"), [], source, "UB")]
+    return [c for c in found if c]
+
+
+def scratch_claims(model: str, rows: Rows, source: str) -> list[Claim]:
+    """Expressible tasks keep their accuracy beyond the training lengths; inexpressible ones lose it."""
+    ood = [r for r in rows if r.get("split") == "ood"]
+    if not ood:
+        return []
+    claims = []
+    for positional in sorted({r["positional"] for r in ood}):
+        mine = [r for r in ood if r["positional"] == positional]
+        yes = [float(r["accuracy"]) for r in mine if str(r["expressible"]) in ("True", "true", "1")]
+        no = [float(r["accuracy"]) for r in mine if str(r["expressible"]) not in ("True", "true", "1")]
+        if not yes or not no:
+            continue
+        gap = sum(yes) / len(yes) - sum(no) / len(no)
+        worst_yes, best_no = min(yes), max(no)
+        verdict = "supports" if worst_yes > best_no else "contradicts" if gap < 0 else "inconclusive"
+        value = (f"{positional}: expressible OOD mean {sum(yes) / len(yes):.2f} (min {worst_yes:.2f}), "
+                 f"inexpressible {sum(no) / len(no):.2f} (max {best_no:.2f})")
+        claims.append(Claim("expressible tasks length-generalize from scratch, inexpressible do not", f"{model} ({positional})",
+                            value, gap, worst_yes - best_no, gap, len(mine), verdict, source, "lo = min expressible - max inexpressible"))
+    return claims
+
+
+READERS: dict[str, Callable[[str, Rows, str], list[Claim]]] = {
+    "directional_bias": directional_claims, "head_scores": head_score_claims, "ablation": ablation_claims,
+    "edge_patching": edge_claims, "from_scratch": scratch_claims,
+}
+
+
+def claim_rows(results_dir: str | Path) -> list[Claim]:
+    """Every claim the tables in ``results_dir`` can speak to, for every model they hold.
+
+    >>> rows = claim_rows("results")  # doctest: +SKIP
+    >>> {c.verdict for c in rows} <= {"supports", "contradicts", "inconclusive", "cannot test"}  # doctest: +SKIP
+    True
+    """
+    results_dir = Path(results_dir)
+    claims: list[Claim] = []
+    for kind, reader in READERS.items():
+        for path in sorted(results_dir.glob(f"{kind}*.csv")):
+            if "summary" in path.stem or "layers" in path.stem:
+                continue
+            rows = read_csv(path)
+            if not rows:
+                continue
+            model = str(rows[0].get("model") or path.stem[len(kind):].lstrip("_") or "from scratch")
+            claims += reader(model, rows, path.name)
+    return claims
+
+
+VERDICT_ORDER = ("supports", "contradicts", "inconclusive", "cannot test")
+
+
+def claims_table(claims: Sequence[Claim]) -> list[dict]:
+    return [c.as_row() for c in claims]
+
+
+def claims_figure(claims: Sequence[Claim]):
+    """A claims x models grid: colour = verdict, text = the number read."""
+    import plotly.graph_objects as go
+
+    from interp.figures.style import OKABE_ITO, style
+
+    colours = {"supports": OKABE_ITO["green"], "contradicts": OKABE_ITO["vermillion"],
+               "inconclusive": OKABE_ITO["yellow"], "cannot test": OKABE_ITO["grey"]}
+    names = list(dict.fromkeys(c.claim for c in claims))
+    models = list(dict.fromkeys(c.model for c in claims))
+    fig = go.Figure()
+    for verdict in VERDICT_ORDER:
+        hits = [c for c in claims if c.verdict == verdict]
+        if hits:
+            fig.add_trace(go.Scatter(x=[c.model for c in hits], y=[c.claim for c in hits], mode="markers+text",
+                                     marker=dict(symbol="square", size=46, color=colours[verdict]), name=verdict,
+                                     text=[f"{c.estimate:+.2f}" if c.lo != c.hi else f"{c.estimate:.2f}" for c in hits],
+                                     textfont=dict(size=10), hovertext=[c.value for c in hits]))
+    fig.update_xaxes(categoryorder="array", categoryarray=models, tickangle=-30)
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(names)))
+    style(fig, title="The paper's claims, per model (number: the compared quantity)", width=260 + 110 * len(models),
+          height=160 + 60 * len(names))
+    return fig
