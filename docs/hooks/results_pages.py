@@ -9,6 +9,7 @@ it); ``results/index.md`` lists them. Nothing is written into ``docs/``: the pag
 from __future__ import annotations
 
 import json
+import textwrap
 from collections import defaultdict
 from pathlib import Path
 
@@ -37,7 +38,8 @@ def run_settings(json_path: Path) -> str:
     if not metadata:
         return ""
     text = metadata if isinstance(metadata, str) else json.dumps(metadata, indent=1, default=str)
-    return f'??? note "Run settings"\n    ```\n    {text}\n    ```\n'
+    block = textwrap.indent(f"```json\n{text}\n```", "    ")  # the admonition's body is indented
+    return f'??? note "Run settings"\n\n{block}\n'
 
 
 def table_page(table: str, sources: list[Path]) -> str:
