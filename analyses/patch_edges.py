@@ -28,7 +28,8 @@ import torch
 from interp.cli import (Parser, add_model_args, add_output_args, fail, index_list, load_model_from_args, name_list,
                         non_negative_int, positive_int, positive_int_list, run)
 from interp.interventions.edges.data import TASKS, check_length
-from interp.interventions.edges.preflight import ModelShape, check_request, model_shape
+from interp.interventions.edges.preflight import check_request, model_shape
+from interp.models.shape import ModelShape
 from interp.experiments.edge_study import EdgeStudyConfig, claim_summary, edge_study, summary_table, sweep_summary
 from interp.core.naming import model_name, slug
 from interp.core.tables import RowJournal, to_markdown, write_table

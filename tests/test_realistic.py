@@ -303,11 +303,12 @@ def test_pipelines_on_tiny_model(tiny, tmp_path):
         assert result.n_edits is not None and result.n_edits >= 1
     assert run.summary.n_paragraphs == 2 and 0 <= run.summary.base_rate <= 1
     paths = write_lorem_tables(run, tmp_path, metadata={"model": "tiny-llama"})
-    assert {p.name for p in paths} == {f"lorem_ipsum{s}" for s in (".csv", ".json", ".md")} | {
-        f"lorem_ipsum_summary{s}" for s in (".csv", ".json", ".md")}
-    rows = json.loads((tmp_path / "lorem_ipsum.json").read_text())["rows"]
+    # the model is in every name, so a second model's run never overwrites the first one's
+    assert {p.name for p in paths} == {f"lorem_ipsum_tiny-llama{s}" for s in (".csv", ".json", ".md")} | {
+        f"lorem_ipsum_summary_tiny-llama{s}" for s in (".csv", ".json", ".md")}
+    rows = json.loads((tmp_path / "lorem_ipsum_tiny-llama.json").read_text())["rows"]
     assert len(rows) == 2 and "transition_index" in rows[0]
-    assert "share_departures_ambiguous" in (tmp_path / "lorem_ipsum_summary.csv").read_text()
+    assert "share_departures_ambiguous" in (tmp_path / "lorem_ipsum_summary_tiny-llama.csv").read_text()
 
     git_config = GitConfig(n_commits=(2, 3), n_examples=2, n_shots=1, instruction=False)
     git_rows = run_git(tiny, git_config, progress=False, model_name="tiny-llama")
@@ -320,7 +321,7 @@ def test_pipelines_on_tiny_model(tiny, tmp_path):
                              generate=True, progress=False)
     assert generated["generate_accuracy"] in (0.0, 1.0)
     write_git_table(git_rows, tmp_path)
-    header = (tmp_path / "git_history.csv").read_text().splitlines()[0].split(",")
+    header = (tmp_path / "git_history_tiny-llama.csv").read_text().splitlines()[0].split(",")
     assert header[:7] == ["model", "task", "order", "n_commits", "n_examples", "accuracy", "stderr"]
 
 

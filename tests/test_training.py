@@ -11,9 +11,10 @@ from interp.models.adapters import AdapterNotFoundError, LoraSettings, add_lora,
 from interp.models import TinyModelConfig, tiny_hf_model
 from interp.experiments.from_scratch import PRESETS, scratch_items, scratch_tokenizer, spread, train_one, usable_lengths, verdict
 from interp.data.tasks import get_task
-from interp.training import (GIB, HFForward, InsufficientMemoryError, ModelShape, TrainConfig, check_memory, collate,
+from interp.training import (GIB, HFForward, InsufficientMemoryError, TrainConfig, check_memory, collate,
                              estimate_training_memory, train, training_items, training_prompts)
 from interp.experiments.finetune import finetune
+from interp.models.shape import ModelShape
 from interp.data.vocab import single_token_vocabulary
 
 
@@ -91,7 +92,7 @@ def test_gradient_accumulation_equals_the_full_batch():
     assert torch.allclose(weights[0], weights[1], atol=1e-6)
 
 
-GPT2_XL = ModelShape(n_params=1_557_611_200, n_layers=48, d_model=1600, n_heads=25, vocab_size=50257)
+GPT2_XL = ModelShape(n_layers=48, n_heads=25, d_model=1600, vocab_size=50257, n_params=1_557_611_200)
 
 
 def test_memory_estimate_refuses_an_impossible_configuration():

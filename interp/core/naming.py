@@ -53,3 +53,16 @@ def with_adapter(name: str, adapter: str | None) -> str:
 def model_name(model) -> str:
     """The name a loaded model goes by in results tables (what ``load_model`` was given)."""
     return str(getattr(model.cfg, "model_name", "") or "")
+
+
+def result_stem(folder: str | Path, kind: str, model: str | None = None) -> Path:
+    """The one place result files are named: ``folder/<kind>_<model label>`` (no extension; the
+    table writer adds ``.csv``, ``.json``, ``.md``), so runs of different models never overwrite
+    each other. ``model=None`` for tables that span models (the claims table).
+
+    >>> result_stem("results", "ablation", "smollm2-135m+ub").as_posix()
+    'results/ablation_smollm2-135m+ub'
+    >>> result_stem("results", "lorem_ipsum", "openai-community/gpt2-xl").as_posix()
+    'results/lorem_ipsum_gpt2-xl'
+    """
+    return Path(folder) / (f"{kind}_{model_label(model)}" if model else kind)

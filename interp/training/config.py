@@ -105,10 +105,6 @@ class TrainConfig:
         return asdict(self)
 
 
-# Fields a resumed run may change without changing what it computes.
-_LOGISTICS = ("eval_every", "eval_batch_size", "checkpoint_every")
-
-
 def check_lengths(config: TrainConfig, vocabulary: Sequence[str]) -> None:
     """Refuse lengths the vocabulary cannot express, naming the split, before any training."""
     for split, lengths in (("train", config.train_lengths), ("id", config.id_lengths), ("ood", config.ood_lengths)):

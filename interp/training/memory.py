@@ -11,6 +11,7 @@ import torch
 
 from interp.models.adapters import lora_parameter_count
 from interp.models import tokenizer_adds_bos
+from interp.models.shape import ModelShape
 from interp.data.tasks import ALNUM
 from interp.data.vocab import single_token_vocabulary
 from interp.training.config import Precision, TrainConfig
@@ -19,23 +20,14 @@ from interp.training.data import base_model, training_items
 GIB = 1024**3
 
 
-@dataclass(frozen=True)
-class ModelShape:
-    """What the memory estimate needs to know about a model."""
-
-    n_params: int
-    n_layers: int
-    d_model: int
-    n_heads: int
-    vocab_size: int
-
-    @classmethod
-    def of(cls, model) -> "ModelShape":
-        """Works on a meta-device model too (nothing is read but shapes)."""
-        base = base_model(model)
-        cfg = base.config
-        n_params = sum(p.numel() for name, p in base.named_parameters() if "lora_" not in name)
-        return cls(n_params, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.vocab_size)
+def training_shape(model) -> ModelShape:
+    """What the memory estimate needs to know about a Hugging Face model (LoRA weights not
+    counted); works on a meta-device model too (nothing is read but shapes)."""
+    base = base_model(model)
+    cfg = base.config
+    n_params = sum(p.numel() for name, p in base.named_parameters() if "lora_" not in name)
+    return ModelShape(cfg.num_hidden_layers, cfg.num_attention_heads, d_model=cfg.hidden_size, vocab_size=cfg.vocab_size,
+                      n_params=n_params)
 
 
 @dataclass(frozen=True)
@@ -115,7 +107,7 @@ def plan_memory(model, tokenizer, config: TrainConfig, weight_bytes: int,
                 vocabulary: Sequence[str] | None = None) -> MemoryEstimate:
     """The estimate for ``config`` on ``model`` (real or meta), at the longest training length."""
     vocabulary = tuple(vocabulary or single_token_vocabulary(tokenizer, ALNUM))
-    shape = ModelShape.of(model)
+    shape = training_shape(model)
     n_trainable = lora_parameter_count(model, config.lora) if config.lora else shape.n_params
     longest = replace(config, train_lengths=(max(config.train_lengths),), batch_size=config.grad_accum)
     prepend_bos = config.prompt_config(tokenizer_adds_bos(tokenizer)).prepend_bos

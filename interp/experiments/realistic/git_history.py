@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 from interp.measure.batching import Hook
 from interp.measure.encoding import resolve_prepend_bos
 from interp.prompts import AnswerEnd, PromptConfig
+from interp.core.naming import result_stem
 from interp.core.tables import write_table
 from interp.measure.teacher_forcing import Accuracy
 from interp.experiments.realistic.common import (TextPrompt, encode_text_prompt, first_tokens, greedy_answers, split_is_natural,
@@ -252,8 +253,10 @@ GIT_COLUMNS = ["model", "task", "order", "n_commits", "n_examples", "accuracy", 
 
 
 def write_git_table(rows: Sequence[dict], out_dir: str | Path, metadata: Mapping | None = None) -> list[Path]:
+    """``git_history_<model>.{csv,json,md}``."""
     meta = {**(metadata or {}), "scoring": "teacher-forced exact match of every answer token, then <end>"}
-    return write_table(rows, Path(out_dir) / "git_history", GIT_COLUMNS, metadata=meta)
+    model = str(rows[0]["model"]) if rows and rows[0].get("model") else None
+    return write_table(rows, result_stem(out_dir, "git_history", model), GIT_COLUMNS, metadata=meta)
 
 
 def describe(rows: Sequence[dict]) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 from interp.measure.batching import Hook
 from interp.measure.encoding import resolve_prepend_bos
 from interp.prompts import AnswerEnd, AnswerRule, PromptConfig
+from interp.core.naming import result_stem
 from interp.core.tables import write_table
 from interp.core.stats import binomial_stderr
 from interp.experiments.realistic.alignment import ambiguous_positions, departure_from_predictions, edit_transitions, transition_index
@@ -380,13 +381,13 @@ def run_lorem(model, config: LoremConfig = LoremConfig(), *, batch_size: int = 4
 
 
 def write_lorem_tables(run: LoremRun, out_dir: str | Path, metadata: Mapping | None = None) -> list[Path]:
-    """``lorem_ipsum.{csv,json,md}`` (one row per paragraph) and ``lorem_ipsum_summary.*``."""
-    out_dir = Path(out_dir)
+    """``lorem_ipsum_<model>.{csv,json,md}`` (one row per paragraph) and ``lorem_ipsum_summary_<model>.*``."""
+    model = run.summary.model or None
     meta = {**(metadata or {}), "natural_split": run.natural_split,
             "scoring": "teacher-forced argmax at every answer position (equals greedy generation up to its first departure)"}
     rows = [{"model": run.summary.model, **r.as_row()} for r in run.results]
-    return (write_table(rows, out_dir / "lorem_ipsum", metadata=meta)
-            + write_table([run.summary.as_row()], out_dir / "lorem_ipsum_summary", metadata=meta))
+    return (write_table(rows, result_stem(out_dir, "lorem_ipsum", model), metadata=meta)
+            + write_table([run.summary.as_row()], result_stem(out_dir, "lorem_ipsum_summary", model), metadata=meta))
 
 
 def describe(summary: LoremSummary) -> str:

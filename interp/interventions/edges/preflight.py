@@ -7,34 +7,14 @@ without loading (the embedded model before its first conversion), the checks run
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from collections.abc import Sequence
 
 from interp.models import ALIASES, EMBEDDED_MODEL, TINY_MODELS, TinyModelConfig, embedded_cache_path, local_checkpoint
+from interp.models.shape import ModelShape
 from interp.interventions.edges.data import prompt_length
 from interp.interventions.edges.patching import check_heads, check_layers
 
 
-@dataclass(frozen=True)
-class ModelShape:
-    n_layers: int
-    n_heads: int
-    n_ctx: int
-
-
-def _first(config: dict, *keys: str) -> int | None:
-    for key in keys:
-        if isinstance(config.get(key), int):
-            return config[key]
-    return None
-
-
-def shape_from_config(config: dict) -> ModelShape | None:
-    """Layers, query heads and context length from a Hugging Face ``config.json`` (None if it lacks them)."""
-    config = config.get("text_config", config)
-    values = (_first(config, "num_hidden_layers", "n_layer", "num_layers"), _first(config, "num_attention_heads", "n_head"),
-              _first(config, "max_position_embeddings", "n_positions", "n_ctx"))
-    return ModelShape(*values) if all(v is not None for v in values) else None
 
 
 def model_shape(name_or_path: str) -> ModelShape | None:
@@ -47,7 +27,7 @@ def model_shape(name_or_path: str) -> ModelShape | None:
     if folder is None or not (folder / "config.json").exists():
         return None
     try:
-        return shape_from_config(json.loads((folder / "config.json").read_text()))
+        return ModelShape.from_config(json.loads((folder / "config.json").read_text()))
     except (OSError, ValueError):
         return None
 
