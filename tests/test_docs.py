@@ -143,5 +143,5 @@ def test_docstring_examples_run(module_name: str, monkeypatch) -> None:
     for test in tests:
         runner.run(test)
     results = runner.summarize(verbose=False)
-    assert results.attempted > 0, f"no docstring example of {module_name} was found"
+    assert tests, f"no docstring example of {module_name} was found"  # '>>>' in the file but none collected
     assert results.failed == 0, f"{results.failed} of {results.attempted} docstring examples of {module_name} failed"
