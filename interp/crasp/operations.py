@@ -182,10 +182,10 @@ def buckets(c: CountVec, upto: int) -> Symbols:
 
 
 def lookup(query: Symbols, key: Symbols, value: Symbols | None = None) -> CountFamily | CountVec:
-    """Sum over b of: query_b(i) ? #[j <= i](key_b(j) and value_a(j)) : 0, for every a.
+    """Sum over b of: ``query_b(i) ? #[j <= i](key_b(j) and value_a(j)) : 0``, for every a.
 
     Written out this is |query| x |value| counting operations, |query| conditionals and a sum,
-    all C-RASP. With ``value=None`` it is sum over b of query_b(i) ? #[j <= i] key_b(j) : 0.
+    all C-RASP. With ``value=None`` it is sum over b of ``query_b(i) ? #[j <= i] key_b(j) : 0``.
     Because at most one query member holds at i, the sum picks the counts of that member, which
     the evaluator finds by comparing member ids (a [pos, pos] mask) rather than by building every
     count: the result is identical, the cost O(pos^2 + pos * |value|) per sequence instead of

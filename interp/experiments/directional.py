@@ -53,7 +53,18 @@ def directional_bias(model, tasks: Sequence[TaskSpec], lengths: Sequence[int], n
                      every_template: bool = False) -> list[dict]:
     """Accuracy of ``model`` on every task x length (x template with ``every_template``). A cell
     the vocabulary cannot express (unique copying longer than the number of items) gets a row
-    with accuracy None and the reason, rather than an error, so a sweep still completes."""
+    with accuracy None and the reason, rather than an error, so a sweep still completes.
+
+    Examples:
+        >>> from interp.data.tasks import get_task
+        >>> from interp.models import load_model
+        >>> model = load_model("tiny-llama", device="cpu")
+        >>> rows = directional_bias(model, [get_task("UR"), get_task("UL")], lengths=[5], n_examples=4, progress=False)
+        >>> [(row["task"], row["length"]) for row in rows]
+        [('UR', 5), ('UL', 5)]
+        >>> len(pair_table(rows)) >= 1                                  # UR vs UL side by side
+        True
+    """
     source = source or Generated(tuple(vocabulary) if vocabulary else None)
     done = {(r["task"], r["length"], r["template"]): r for r in (journal.done() if journal else [])}
     rows: list[dict] = []

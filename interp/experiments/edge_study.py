@@ -230,7 +230,18 @@ def edge_study(model, config: EdgeStudyConfig = EdgeStudyConfig(), *, model_labe
                progress: bool = True, journal: RowJournal | None = None,
                layout: AttentionLayout | None = None) -> tuple[list[dict], list[dict]]:
     """Run every (task, length) cell; returns (condition rows, per-layer sweep rows). With a
-    ``journal`` each finished cell is recorded, and cells an earlier run finished are reused."""
+    ``journal`` each finished cell is recorded, and cells an earlier run finished are reused.
+
+    Examples:
+        >>> from interp.models import load_model
+        >>> model = load_model("tiny-llama", device="cpu")               # the paper's: load_model(), EdgeStudyConfig()
+        >>> config = EdgeStudyConfig(tasks=("UF",), lengths=(3,), n=4, sweep_n=2)
+        >>> rows, sweep_rows = edge_study(model, config, model_label="tiny-llama", progress=False)
+        >>> [row["condition"] for row in rows]
+        ['none', 'induction', 'anti_induction']
+        >>> len(claim_summary(rows))
+        1
+    """
     layout = layout or attention_layout(model)
     config_layers = check_layers(config.layers, layout.n_layers) if config.layers is not None else None
     check_heads(config.heads, layout.n_heads)

@@ -190,8 +190,19 @@ def ablation_study(model, scores: HeadScores, config: AblationConfig = AblationC
     Each prompt set's clean run keeps the residual stream entering the lowest ablated layer of
     every condition (:mod:`interp.interventions.replay`); a condition then recomputes only the layers from
     there on, and unembeds only the answer positions. ``replay_clean=False`` runs every
-    condition as a full hooked forward pass with logits at every position instead (what the
-    study did before: the reference the replay is checked and timed against)."""
+    condition as a full hooked forward pass with logits at every position instead (the
+    reference the replay is checked and timed against).
+
+    Examples:
+        >>> from interp.measure.head_scores import score_heads
+        >>> from interp.models import load_model
+        >>> model = load_model("tiny-llama", device="cpu")               # `make run`: load_model(), AblationConfig()
+        >>> scores = score_heads(model, n_sequences=4, progress=False)
+        >>> config = AblationConfig(tasks=("UF",), k=2, n_examples=4, kinds=("zero",), random_seeds=(0,))
+        >>> rows = ablation_study(model, scores, config, progress=False)
+        >>> sorted({row["condition"] for row in rows})
+        ['anti_induction', 'baseline', 'induction', 'random']
+    """
     config.check_model(model.cfg.n_layers, model.cfg.n_heads)
     name = model_name(model)
     encoded_sets = {key: encode_for(model, prompts, config.prompt_config)

@@ -124,7 +124,16 @@ def build_figures(results_dir: str | Path, model: str | None = None,
 def make_figures(results_dir: str | Path = "results", out_dir: str | Path = "figures",
                  formats: Sequence[str] = ("html", "pdf", "png"), model: str | None = None, inline_js: bool = False,
                  log=print) -> tuple[list[Path], list[str]]:
-    """Draw every figure ``results_dir`` allows into ``out_dir``; returns (paths written, errors)."""
+    """Draw every figure ``results_dir`` allows into ``out_dir``; returns (paths written, errors).
+
+    Static formats (``pdf``, ``png``, ``svg``) need a local Chromium (``make chromium``); ``html`` does not.
+
+    Examples:
+        >>> import tempfile
+        >>> written, errors = make_figures("results", tempfile.mkdtemp(), formats=("html",), log=lambda line: None)
+        >>> sorted({path.suffix for path in written})                 # run from the repository's root
+        ['.html']
+    """
     figures, errors = build_figures(results_dir, model, log)
     out_dir = Path(out_dir)
     written: list[Path] = []

@@ -131,7 +131,21 @@ def ablation_hooks(model, heads: Sequence[tuple[int, int]], kind: str = "zero", 
 @contextmanager
 def ablated(model, heads: Sequence[tuple[int, int]], kind: str = "zero", means: HeadMeans | None = None,
             counter: HookCounter | None = None) -> Iterator[list[Hook]]:
-    """``with ablated(model, heads, "zero"): ...`` runs everything inside with those heads ablated."""
+    """``with ablated(model, heads, "zero"): ...`` runs everything inside with those heads ablated.
+
+    ``kind="mean"`` replaces each head's output by its mean over reference prompts
+    (``means=compute_head_means(model, reference)``). The hooks are removed on leaving the block.
+
+    Examples:
+        >>> from interp.models import load_model
+        >>> model = load_model("tiny-llama", device="cpu")
+        >>> tokens = model.to_tokens("a b c a b c")
+        >>> clean = model(tokens)
+        >>> with ablated(model, [(0, 1), (1, 2)], "zero"):   # heads as (layer, head)
+        ...     without_heads = model(tokens)
+        >>> bool((without_heads - clean).abs().max() > 0), bool(model(tokens).equal(clean))
+        (True, True)
+    """
     hooks = ablation_hooks(model, heads, kind, means, counter)
     with model.hooks(fwd_hooks=hooks):
         yield hooks

@@ -228,9 +228,15 @@ def attribution_sweep(model, encoded: Sequence[EncodedPrompt], kind: str = "zero
     moves towards its ablation at once (midpoint rule; integrated gradients), at ``steps`` times
     the cost plus one clean forward pass.
 
-    >>> screen = attribution_sweep(model, encoded, "zero")  # doctest: +SKIP
-    >>> screen.top_heads(3)  # doctest: +SKIP
-    [Head(layer=1, head=0), ...]
+    Examples:
+        >>> from interp.models import load_model
+        >>> from interp.measure.encoding import encode_for
+        >>> from interp.measure.evaluate import task_prompts
+        >>> model = load_model("tiny-llama", device="cpu")
+        >>> encoded = encode_for(model, task_prompts(model, "UF", 5, n_examples=4))
+        >>> screen = attribution_sweep(model, encoded, "zero", progress=False)
+        >>> screen.delta_logprob().shape                               # layer x head, estimated change
+        torch.Size([2, 4])
     """
     if screen not in SCREENS:
         raise ValueError(f"screen={screen!r}; expected one of {SCREENS}")

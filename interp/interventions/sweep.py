@@ -67,7 +67,18 @@ def head_sweep(model, encoded: Sequence[EncodedPrompt], heads: Sequence[tuple[in
 
     ``heads_per_pass`` heads of a layer share one forward pass, stacked along the batch. On the
     CPU one per pass is fastest (measured: 9 stacked heads took 2x the time of 9 separate passes
-    on SmolLM2); on a GPU stacking fills the device better."""
+    on SmolLM2); on a GPU stacking fills the device better.
+
+    Examples:
+        >>> from interp.models import load_model
+        >>> from interp.measure.encoding import encode_for
+        >>> from interp.measure.evaluate import task_prompts
+        >>> model = load_model("tiny-llama", device="cpu")
+        >>> encoded = encode_for(model, task_prompts(model, "UF", 5, n_examples=4))
+        >>> sweep = head_sweep(model, encoded, progress=False)        # all 2 x 4 heads, one at a time
+        >>> sweep.delta_logprob_table(model.cfg.n_layers, model.cfg.n_heads).shape
+        torch.Size([2, 4])
+    """
     if heads_per_pass < 1:
         raise ValueError(f"heads_per_pass={heads_per_pass} must be >= 1")
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads

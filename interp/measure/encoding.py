@@ -26,7 +26,12 @@ def resolve_prepend_bos(model: LanguageModel, prompt_config: PromptConfig) -> bo
 def encode_for(model: LanguageModel, prompts: Sequence[Prompt], prompt_config: PromptConfig = PromptConfig()) -> list[EncodedPrompt]:
     """``prompts`` as ``model``'s token ids, BOS as :func:`resolve_prepend_bos` decides.
 
-    >>> encoded = encode_for(model, task_prompts(model, "UF", 10, 4))  # doctest: +SKIP
-    >>> encoded[0].answer_ids  # doctest: +SKIP
+    Examples:
+        >>> from interp.measure.evaluate import task_prompts
+        >>> from interp.models import load_model
+        >>> model = load_model("tiny-llama", device="cpu")
+        >>> encoded = encode_for(model, task_prompts(model, "UF", 5, n_examples=4))
+        >>> len(encoded), len(encoded[0].answer_ids) >= 5          # every item of the copy is answered
+        (4, True)
     """
     return encode_prompts(model.tokenizer, prompts, resolve_prepend_bos(model, prompt_config))

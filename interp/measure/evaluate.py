@@ -43,7 +43,15 @@ def evaluate_task(model, task: str | TaskSpec, length: int, n_examples: int = 10
     """Exact-match accuracy of ``model`` on ``n_examples`` seeded examples of ``task`` at ``length``.
 
     ``fwd_hooks`` (TransformerLens ``(name, fn)`` pairs, e.g. from ``interp.interventions.ablation``) are
-    active during every forward pass, so the same call measures ablated models."""
+    active during every forward pass, so the same call measures ablated models.
+
+    Examples:
+        >>> from interp.models import load_model
+        >>> model = load_model("tiny-llama", device="cpu")
+        >>> result = evaluate_task(model, "UF", length=5, n_examples=4, progress=False)
+        >>> result.n_examples, 0.0 <= result.accuracy <= 1.0
+        (4, True)
+    """
     spec = task if isinstance(task, TaskSpec) else get_task(task)
     prompts = task_prompts(model, spec, length, n_examples, seed, prompt_config, vocabulary, source)
     label = progress if isinstance(progress, str) else f"{spec.name} n={length}"

@@ -137,6 +137,14 @@ def load_model(name_or_path: str = EMBEDDED_MODEL, device: str | torch.device | 
     name under the repo's ``adapters/``) merged into the weights before the bridge is built, so
     every hook and score sees the fine-tuned model; the model's name in results then reads
     ``<model>+<adapter>``.
+
+    Examples:
+        >>> model = load_model("tiny-llama", device="cpu")   # load_model() is the embedded SmolLM2-135M
+        >>> model.cfg.n_layers, model.cfg.n_heads
+        (2, 4)
+        >>> _, cache = model.run_with_cache(model.to_tokens("a b a b"), names_filter="blocks.0.attn.hook_pattern")
+        >>> cache["blocks.0.attn.hook_pattern"].shape[1]    # batch, head, query, key
+        4
     """
     if device_map is not None and device not in (None, "auto"):
         raise ValueError("pass either device or device_map, not both")

@@ -309,7 +309,18 @@ def edge_patch_hooks(model_or_layout, patches: Sequence[EdgePatch], counter: Hoo
     """TransformerLens hooks applying every patch in ``patches`` in one forward pass.
 
     Patches may overlap in layers and queries: key patches act first (on the scores), value patches then read the
-    resulting pattern. Pass a model or a precomputed :func:`attention_layout` (key patches need its scales)."""
+    resulting pattern. Pass a model or a precomputed :func:`attention_layout` (key patches need its scales).
+
+    Examples:
+        >>> import torch
+        >>> from interp.models import load_model
+        >>> model = load_model("tiny-llama", device="cpu")
+        >>> tokens = torch.randint(0, model.cfg.d_vocab, (2, 8))
+        >>> previous_token = Edges.shared(query=range(1, 8), source=range(0, 7), batch=2)   # every i-1 -> i
+        >>> hooks = edge_patch_hooks(model, [cut(previous_token, layers=[0])])
+        >>> bool(model.run_with_hooks(tokens, fwd_hooks=hooks).equal(model(tokens)))
+        False
+    """
     layout = model_or_layout if isinstance(model_or_layout, AttentionLayout) else attention_layout(model_or_layout)
     per_layer: dict[int, list[EdgePatch]] = {}
     for patch in patches:
