@@ -9,22 +9,21 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from .. import bridge as tl
-from ..naming import (EMBEDDED_MODEL, HUB_REPOS, PAPER_MODEL, TINY_MODELS, ModelNotFoundError, canonical_name,
-                      with_adapter)
+from ..naming import EMBEDDED_MODEL, HUB_REPOS, TINY_MODELS, ModelNotFoundError, canonical_name, with_adapter
 from .converted import check_finite, convert_again
 from .devices import resolve_device, resolve_dtype
 from .embedded import convert_embedded, embedded_folder, load_embedded_hf
 from .hub import cached_hub_models, local_checkpoint
 from .lean import CheckpointFolder, empty_hf_model
-from .paper import installed_folder, paper_model_folder
+from .paper import OFFLINE_MODELS, installed_folder, offline_model, paper_model_folder
 from .processed import install_or_process
 from .store import CacheDamaged
 from .tiny import tiny_hf_model
 
 
 def available_models() -> list[str]:
-    paper = [PAPER_MODEL] if installed_folder() is not None else []
-    return [EMBEDDED_MODEL, *TINY_MODELS, *paper, *cached_hub_models()]
+    offline = [name for name, model in OFFLINE_MODELS.items() if installed_folder(model) is not None]
+    return [EMBEDDED_MODEL, *TINY_MODELS, *offline, *cached_hub_models()]
 
 
 def own_model(name: str):
@@ -32,8 +31,8 @@ def own_model(name: str):
     on first use, again when damaged); None for any other name."""
     if name == EMBEDDED_MODEL:
         return embedded_folder(), convert_embedded
-    if name == PAPER_MODEL:
-        return paper_model_folder()
+    if offline_model(name) is not None:
+        return paper_model_folder(offline_model(name))
     return None
 
 
@@ -43,8 +42,8 @@ def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32,
     name = canonical_name(name_or_path)
     if name == EMBEDDED_MODEL:
         return load_embedded_hf(dtype)
-    if name == PAPER_MODEL:
-        return _from_folder(paper_model_folder()[0], dtype, device_map)
+    if offline_model(name) is not None:
+        return _from_folder(paper_model_folder(offline_model(name))[0], dtype, device_map)
     if name in TINY_MODELS:
         model, tokenizer = tiny_hf_model(name)
         return model.to(dtype), tokenizer
