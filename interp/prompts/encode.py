@@ -37,8 +37,20 @@ class EncodedPrompt:
         return len(self.prompt_ids)
 
 
+def text_ids(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
+    """The tokens of ``text`` as plain text: a special token's string in it stays text. The
+    copying lines' ``<bos>`` / ``<eos>`` markers are literal, but Gemma's tokenizer would read
+    them as its own BOS and EOS, and a BOS on every line stops Gemma-3-270M copying at all.
+
+    >>> from interp.models import tiny_tokenizer
+    >>> text_ids(tiny_tokenizer(), "a b") == tiny_tokenizer().encode("a b", add_special_tokens=False)
+    True
+    """
+    return tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True)
+
+
 def first_tokens(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> set[int]:
-    return {tokenizer.encode(t, add_special_tokens=False)[0] for t in texts}
+    return {text_ids(tokenizer, t)[0] for t in texts}
 
 
 def end_token_ids(tokenizer: PreTrainedTokenizerBase, end_text: str, protocol: str = "interp",
@@ -66,7 +78,8 @@ def bos_ids(tokenizer: PreTrainedTokenizerBase, prepend_bos: bool) -> list[int]:
 def token_index_of_chars(tokenizer: PreTrainedTokenizerBase, text: str, chars: Sequence[int]) -> list[int]:
     """For each character offset in ``text``, the index of the token that covers it (fast
     tokenizers report each token's character span)."""
-    spans = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    spans = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True,
+                      split_special_tokens=True)["offset_mapping"]
     found = []
     for char in chars:
         index = next((i for i, (start, end) in enumerate(spans) if start <= char < end), None)
@@ -89,8 +102,8 @@ def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, prepend_bo
     """The prompt as ordinary text, the answer's own tokens appended (any number per item)."""
     from ..tasks import get_task
 
-    prompt_ids = bos_ids(tokenizer, prepend_bos) + tokenizer.encode(prompt.text, add_special_tokens=False)
-    answer_ids = tokenizer.encode(prompt.answer_text, add_special_tokens=False)
+    prompt_ids = bos_ids(tokenizer, prepend_bos) + text_ids(tokenizer, prompt.text)
+    answer_ids = text_ids(tokenizer, prompt.answer_text)
     if not answer_ids:
         raise ValueError(f"the answer {prompt.answer_text!r} encodes to no token")
     starts = token_index_of_chars(tokenizer, prompt.answer_text, answer_item_char_starts(prompt))
