@@ -136,6 +136,7 @@ def module_param(name: str):
 @pytest.mark.parametrize("module_name", [module_param(n) for n in modules_with_examples()])
 def test_docstring_examples_run(module_name: str, monkeypatch) -> None:
     monkeypatch.chdir(ROOT)  # examples read the published results/ as a user in the repository would
+    published = {p: p.stat().st_mtime_ns for p in (ROOT / "results").glob("*")}
     module = importlib.import_module(module_name)
     finder = doctest.DocTestFinder(exclude_empty=True)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
@@ -145,3 +146,5 @@ def test_docstring_examples_run(module_name: str, monkeypatch) -> None:
     results = runner.summarize(verbose=False)
     assert tests, f"no docstring example of {module_name} was found"  # '>>>' in the file but none collected
     assert results.failed == 0, f"{results.failed} of {results.attempted} docstring examples of {module_name} failed"
+    changed = [p.name for p, t in published.items() if not p.exists() or p.stat().st_mtime_ns != t]
+    assert not changed, f"docstring examples of {module_name} wrote into the published results/: {changed}"

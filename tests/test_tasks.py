@@ -120,3 +120,24 @@ def test_prompt_formats_follow_the_paper():
 def test_theory_predictions_match_the_paper():
     expressible = {name for name, spec in TASKS.items() if spec.length_generalizable}
     assert expressible == {"UL", "UR", "NLFirst", "NRFirst", "UF", "UB"}
+
+
+def test_line_markers_stay_text_for_a_tokenizer_whose_special_tokens_they_name():
+    """Gemma's tokenizer has ``<bos>`` / ``<eos>`` as special tokens: the copying lines' literal
+    markers must still encode as text (the same ids as for a tokenizer without them), never as BOS."""
+    import copy
+
+    from interp.measure.evaluate import task_prompts
+    from interp.models import tiny_tokenizer
+    from interp.prompts import encode_prompt, prompt_layout
+
+    plain = tiny_tokenizer()
+    gemma_like = copy.deepcopy(plain)
+    gemma_like.add_special_tokens({"additional_special_tokens": ["<bos>", "<eos>"]})
+    marker_ids = set(gemma_like.convert_tokens_to_ids(["<bos>", "<eos>"]))
+    prompt = task_prompts(None, "UF", 4, 1, seed=0)[0]
+    assert "<bos>" in prompt.text and "<eos>" in prompt.text
+    encoded = encode_prompt(gemma_like, prompt, prepend_bos=False)
+    assert not marker_ids & set(encoded.prompt_ids)
+    assert encoded == encode_prompt(plain, prompt, prepend_bos=False)
+    assert prompt_layout(gemma_like, prompt, False) == prompt_layout(plain, prompt, False)

@@ -57,10 +57,14 @@ def _differences(old: object, new: Mapping) -> list[str]:
 class RowJournal:
     """Rows of an unfinished table ``stem``, appended as they finish; a context manager.
 
-    >>> with RowJournal("results/ablation_smollm2-135m", {"n": 30}, shape={"task": str}) as journal:
+    >>> import tempfile
+    >>> stem = Path(tempfile.mkdtemp()) / "ablation_tiny-llama"
+    >>> with RowJournal(stem, {"n": 30}, shape={"task": str}) as journal:
     ...     rows = journal.done()           # rows an earlier run with the same configuration finished
     ...     journal.add({"task": "UF", "accuracy": 0.5})
-    ...     journal.finish(rows)            # the finished table; the journal is removed
+    ...     written = journal.finish(journal.done())  # the finished table; the journal is removed
+    >>> [path.suffix for path in written]
+    ['.csv', '.json', '.md']
 
     ``shape`` (column -> JSON types) is what a row must hold to be reused. Opening a journal takes
     the table's lock (or adopts ``lock``, taken earlier by the caller, e.g. before loading a model):

@@ -7,18 +7,22 @@ from pathlib import Path
 
 EMBEDDED_MODEL = "smollm2-135m"
 PAPER_MODEL = "qwen2.5-1.5b"
+GEMMA_MODEL = "gemma-3-270m"
 TINY_MODELS = ("tiny-llama", "tiny-gpt2")
 # The conditions of the edge-patching study, as tables and figures name them.
 CONDITION_LABELS = {"none": "no intervention", "induction": "induction edges removed",
                     "anti_induction": "anti-induction edges removed"}
 # Our short names are TransformerLens aliases of *other* checkpoints ("qwen2.5-1.5b" is the base
 # Qwen2.5-1.5B there): the bridge is booted under the real repository name instead.
-HUB_REPOS = {EMBEDDED_MODEL: "HuggingFaceTB/SmolLM2-135M-Instruct", PAPER_MODEL: "Qwen/Qwen2.5-Coder-1.5B-Instruct"}
+HUB_REPOS = {EMBEDDED_MODEL: "HuggingFaceTB/SmolLM2-135M-Instruct", PAPER_MODEL: "Qwen/Qwen2.5-Coder-1.5B-Instruct",
+             GEMMA_MODEL: "google/gemma-3-270m"}
 ALIASES = {
     "smollm2": EMBEDDED_MODEL,
     "smollm2-135m-instruct": EMBEDDED_MODEL,
     "qwen2.5-coder-1.5b-instruct": PAPER_MODEL,
     "qwen2.5-coder-1.5b": PAPER_MODEL,
+    "gemma3-270m": GEMMA_MODEL,
+    "google/gemma-3-270m": GEMMA_MODEL,
     "gpt2-xl": "openai-community/gpt2-xl",
     "gpt2": "openai-community/gpt2",
 }

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
+from interp.prompts.tokens import text_ids
 from interp.measure.batching import Hook, batched, forward_logits, pad_token_id, right_pad
 from interp.measure.encoding import encode_for
 from interp.prompts import EncodedPrompt, Prompt, PromptConfig, prompt_rule
@@ -67,7 +68,7 @@ def _generation_rows(tokenizer, prompts: Sequence[Prompt], encoded: Sequence[Enc
     rows = []
     for i, (prompt, e) in enumerate(zip(prompts, encoded)):
         rule = prompt_rule(prompt)
-        end_tokens = max((len(tokenizer.encode(t, add_special_tokens=False)) for t in rule.end_texts(prompt.end_text)),
+        end_tokens = max((len(text_ids(tokenizer, t)) for t in rule.end_texts(prompt.end_text)),
                          default=0)
         rows.append(_Row(i, list(e.prompt_ids), prompt.answer_string, prompt.end_text,
                          rule.max_new_tokens(len(e.answer_ids), end_tokens), []))

@@ -28,6 +28,7 @@ from interp.models.bridge import act_name, run_until
 from interp.core.heads import Head
 from interp.core.naming import model_name
 from interp.prompts import EncodedPrompt, Prompt, prompt_layout
+from interp.prompts.tokens import text_ids
 
 SCORE_NAMES = ("induction", "anti_induction", "previous_token")
 
@@ -207,7 +208,7 @@ def answer_source_positions(tokenizer, prompt: Prompt, encoded: EncodedPrompt) -
     The output position is the one whose logits predict answer item ``t`` (its first token); the
     source is where that item sits in the test line's context (its first token of its own
     characters, :mod:`interp.prompts.layout`)."""
-    bos = len(encoded.prompt_ids) - len(tokenizer.encode(prompt.text, add_special_tokens=False))
+    bos = len(encoded.prompt_ids) - len(text_ids(tokenizer, prompt.text))
     return prompt_layout(tokenizer, prompt, bool(bos), encoded=encoded).source_pairs()
 
 

@@ -10,14 +10,14 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from interp.models import bridge as tl
 from interp.core.weights_files import READ_ERRORS, unreadable_reason
-from interp.core.naming import (EMBEDDED_MODEL, HUB_REPOS, PAPER_MODEL, TINY_MODELS, ModelNotFoundError, canonical_name,
+from interp.core.naming import (EMBEDDED_MODEL, HUB_REPOS, TINY_MODELS, ModelNotFoundError, canonical_name,
                       with_adapter)
 from interp.models.converted import check_finite, convert_again
 from interp.models.devices import resolve_device, resolve_dtype
 from interp.models.embedded import convert_embedded, embedded_folder, load_embedded_hf
 from interp.models.hub import cached_hub_models, local_checkpoint
 from interp.models.lean import CheckpointFolder, empty_hf_model
-from interp.models.paper import installed_folder, paper_model_folder
+from interp.models.paper import OFFLINE_MODELS, installed_folder, offline_model, paper_model_folder
 from interp.models.processed import install_or_process
 from interp.models.store import CacheDamaged
 from interp.models.planted import PLANTED_MODELS, is_planted, planted_hf_model
@@ -26,8 +26,8 @@ from interp.models.trained import TRAINED_MODELS, TRAINED_REPOS, trained_folder
 
 
 def available_models() -> list[str]:
-    paper = [PAPER_MODEL] if installed_folder() is not None else []
-    return [EMBEDDED_MODEL, *TINY_MODELS, *PLANTED_MODELS, *paper, *TRAINED_MODELS, *cached_hub_models()]
+    offline = [name for name, model in OFFLINE_MODELS.items() if installed_folder(model) is not None]
+    return [EMBEDDED_MODEL, *TINY_MODELS, *PLANTED_MODELS, *offline, *TRAINED_MODELS, *cached_hub_models()]
 
 
 def own_model(name: str):
@@ -35,8 +35,8 @@ def own_model(name: str):
     on first use, again when damaged); None for any other name."""
     if name == EMBEDDED_MODEL:
         return embedded_folder(), convert_embedded
-    if name == PAPER_MODEL:
-        return paper_model_folder()
+    if offline_model(name) is not None:
+        return paper_model_folder(offline_model(name))
     return None
 
 
@@ -50,8 +50,8 @@ def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32,
                          f"leave --device-map out and use --device")
     if name == EMBEDDED_MODEL:
         return load_embedded_hf(dtype)
-    if name == PAPER_MODEL:
-        return _from_folder(paper_model_folder()[0], dtype, device_map)
+    if offline_model(name) is not None:
+        return _from_folder(paper_model_folder(offline_model(name))[0], dtype, device_map)
     if name in TINY_MODELS:
         model, tokenizer = tiny_hf_model(name)
         return model.to(dtype), tokenizer

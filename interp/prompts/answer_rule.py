@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from transformers import PreTrainedTokenizerBase
 
 from interp.prompts.config import PROTOCOLS
+from interp.prompts.tokens import text_ids
 
 FAMILIES = ("retrieval", "copying")
 PAPER_RETRIEVAL_MAX_NEW_TOKENS = 6  # the paper's sampling budget for retrieval answers
@@ -61,7 +62,7 @@ def first_tokens(tokenizer: PreTrainedTokenizerBase, texts: tuple[str, ...]) -> 
     """The first token of each text: what a generation must emit to start that text."""
     ids = set()
     for text in texts:
-        encoded = tokenizer.encode(text, add_special_tokens=False)
+        encoded = text_ids(tokenizer, text)
         if not encoded:
             raise ValueError(f"the end text {text!r} encodes to no token")
         ids.add(encoded[0])

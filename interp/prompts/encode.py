@@ -17,6 +17,7 @@ from transformers import PreTrainedTokenizerBase
 from interp.data.tasks import get_task
 from interp.prompts.answer_rule import AnswerEnd, AnswerRule, answer_rule
 from interp.prompts.render import Prompt
+from interp.prompts.tokens import text_ids
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ def bos_ids(tokenizer: PreTrainedTokenizerBase, prepend_bos: bool) -> list[int]:
 def token_index_of_chars(tokenizer: PreTrainedTokenizerBase, text: str, chars: Sequence[int]) -> list[int]:
     """For each character offset in ``text``, the index of the token that covers it (fast
     tokenizers report each token's character span)."""
-    spans = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    spans = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True,
+                      split_special_tokens=True)["offset_mapping"]
     found = []
     for char in chars:
         index = next((i for i, (start, end) in enumerate(spans) if start <= char < end), None)
@@ -68,8 +70,8 @@ def answer_item_char_starts(prompt: Prompt) -> list[int]:
 
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, prepend_bos: bool = True) -> EncodedPrompt:
     """The prompt as ordinary text, the answer's own tokens appended (any number per item)."""
-    prompt_ids = bos_ids(tokenizer, prepend_bos) + tokenizer.encode(prompt.text, add_special_tokens=False)
-    answer_ids = tokenizer.encode(prompt.answer_text, add_special_tokens=False)
+    prompt_ids = bos_ids(tokenizer, prepend_bos) + text_ids(tokenizer, prompt.text)
+    answer_ids = text_ids(tokenizer, prompt.answer_text)
     if not answer_ids:
         raise ValueError(f"the answer {prompt.answer_text!r} encodes to no token")
     starts = token_index_of_chars(tokenizer, prompt.answer_text, answer_item_char_starts(prompt))

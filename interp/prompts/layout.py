@@ -11,6 +11,7 @@ from transformers import PreTrainedTokenizerBase
 
 from interp.prompts.encode import EncodedPrompt, encode_prompt, token_index_of_chars
 from interp.prompts.render import Prompt
+from interp.prompts.tokens import text_ids
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ def prompt_layout(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, prepend_bo
                   encoded: EncodedPrompt | None = None) -> PromptLayout:
     """Encode ``prompt`` as :func:`interp.prompts.encode_prompt` does and find its positions."""
     encoded = encoded or encode_prompt(tokenizer, prompt, prepend_bos=prepend_bos)
-    offset = len(encoded.prompt_ids) - len(tokenizer.encode(prompt.text, add_special_tokens=False))
+    offset = len(encoded.prompt_ids) - len(text_ids(tokenizer, prompt.text))
     if offset not in (0, 1):
         raise ValueError("the encoded prompt is not the prompt text (with at most a BOS before it)")
     example = prompt.example

@@ -14,6 +14,7 @@ from torch import Tensor
 
 from interp.measure.batching import right_pad
 from interp.prompts import Prompt, PromptConfig, build_prompts, encode_prompts
+from interp.prompts.tokens import text_ids
 from interp.data.tasks import generate_example
 from interp.training.config import TrainConfig
 
@@ -50,7 +51,7 @@ def training_prompts(config: TrainConfig, step: int, vocabulary: Sequence[str]) 
 
 def end_token_id(tokenizer, prompt: Prompt) -> int:
     """The token the model must emit after the answer (first token of the line's end marker)."""
-    ids = tokenizer.encode(prompt.end_text, add_special_tokens=False)
+    ids = text_ids(tokenizer, prompt.end_text)
     if not ids:
         raise ValueError(f"end marker {prompt.end_text!r} encodes to no token")
     return ids[0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from interp.prompts.tokens import text_ids
 from interp.measure.generation import greedy_answers
 from interp.prompts import AnswerEnd, EncodedPrompt, bos_ids, first_tokens
 from interp.measure.teacher_forcing import check_context, teacher_forced_scores
@@ -32,8 +33,8 @@ class TextPrompt:
 
 def encode_text_prompt(tokenizer, prompt: TextPrompt, end: AnswerEnd, prepend_bos: bool) -> EncodedPrompt:
     """Prompt and answer encoded separately and concatenated (BOS first when asked)."""
-    prompt_ids = bos_ids(tokenizer, prepend_bos) + tokenizer.encode(prompt.text, add_special_tokens=False)
-    answer_ids = tokenizer.encode(prompt.answer_text, add_special_tokens=False)
+    prompt_ids = bos_ids(tokenizer, prepend_bos) + text_ids(tokenizer, prompt.text)
+    answer_ids = text_ids(tokenizer, prompt.answer_text)
     if not answer_ids:
         raise ValueError(f"prompt.answer_text={prompt.answer_text!r} encodes to no token")
     return EncodedPrompt(tuple(prompt_ids), tuple(answer_ids), end)
@@ -41,6 +42,6 @@ def encode_text_prompt(tokenizer, prompt: TextPrompt, end: AnswerEnd, prepend_bo
 
 def split_is_natural(tokenizer, prompt: TextPrompt) -> bool:
     """Whether encoding prompt, answer and end marker apart gives the tokens of the whole text."""
-    parts = [tokenizer.encode(t, add_special_tokens=False) for t in (prompt.text, prompt.answer_text, prompt.end_text)]
-    whole = tokenizer.encode(prompt.text + prompt.answer_text + prompt.end_text, add_special_tokens=False)
+    parts = [text_ids(tokenizer, t) for t in (prompt.text, prompt.answer_text, prompt.end_text)]
+    whole = text_ids(tokenizer, prompt.text + prompt.answer_text + prompt.end_text)
     return sum(parts, []) == whole

