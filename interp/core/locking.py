@@ -43,8 +43,10 @@ def _holder_text(fd: int) -> str:
 class TableLock:
     """Exclusive lock of the results table ``stem`` (``<stem>.lock``); a context manager.
 
-    >>> with TableLock("results/ablation_smollm2-135m"):
-    ...     ...  # compute and write results/ablation_smollm2-135m.*; a second run is refused
+    >>> import tempfile
+    >>> stem = Path(tempfile.mkdtemp()) / "ablation_tiny-llama"
+    >>> with TableLock(stem):
+    ...     pass  # compute and write the table; a second run on the same stem is refused meanwhile
     """
 
     def __init__(self, stem: str | Path):

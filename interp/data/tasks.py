@@ -152,7 +152,10 @@ def check_items(items: Sequence[str], what: str = "vocabulary") -> None:
     characters (a space or newline inside an item breaks the prompt's lines and separators).
 
     >>> check_items(["a", "b"])           # fine
-    >>> check_items(["a", " "])           # ValueError: vocabulary item ' ' ...
+    >>> check_items(["a", " "])
+    Traceback (most recent call last):
+    ...
+    ValueError: vocabulary item ' ' holds whitespace or control characters, which would break the prompt's lines; every item must be a visible symbol
     """
     for item in items:
         if not isinstance(item, str) or not item:

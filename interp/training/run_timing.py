@@ -20,9 +20,10 @@ TIMING_NAME = "timing.json"
 class RunTimer:
     """Totals for a run whose checkpoints go to ``run_dir`` (None: nothing kept, one process only).
 
-    >>> timer = RunTimer(run_dir)
-    >>> result = train(..., on_step=timer.on_step(checkpoint_every=500, last_step=2000))
-    >>> timer.finish(result.final_step)   # {"seconds": ..., "cpu_seconds": ..., "timed_from_step": 0}
+    >>> timer = RunTimer(run_dir)  # doctest: +SKIP
+    >>> result = train(..., on_step=timer.on_step(checkpoint_every=500, last_step=2000))  # doctest: +SKIP
+    >>> timer.finish(result.final_step)  # doctest: +SKIP
+    {'seconds': ..., 'cpu_seconds': ..., 'timed_from_step': 0}
     """
 
     run_dir: Path | None
