@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from interp.core.naming import model_label
 from interp.core.stats import wilson_interval
 from interp.core.tables import read_csv
 
@@ -201,7 +202,7 @@ def claim_rows(results_dir: str | Path) -> list[Claim]:
             rows = read_csv(path)
             if not rows:
                 continue
-            model = str(rows[0].get("model") or path.stem[len(kind):].lstrip("_") or "from scratch")
+            model = model_label(str(rows[0].get("model") or path.stem[len(kind):].lstrip("_") or "from scratch"))
             claims += reader(model, rows, path.name)
     return claims
 
