@@ -100,16 +100,21 @@ def _finite_float(text: str, expected: str) -> float:
     return value
 
 
+def _signed_float(text: str, zero_allowed: bool) -> float:
+    expected = "a finite number >= 0" if zero_allowed else "a finite number > 0"
+    value = _finite_float(text, expected)
+    if value < 0 or (value == 0 and not zero_allowed):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+    return value
+
+
 def positive_float(text: str) -> float:
     """A finite number > 0 (``--lr``): NaN and infinity are refused, not trained on.
 
     >>> positive_float("3e-4")
     0.0003
     """
-    value = _finite_float(text, "a finite number > 0")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
-    return value
+    return _signed_float(text, zero_allowed=False)
 
 
 def non_negative_float(text: str) -> float:
@@ -118,10 +123,7 @@ def non_negative_float(text: str) -> float:
     >>> non_negative_float("0")
     0.0
     """
-    value = _finite_float(text, "a finite number >= 0")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
+    return _signed_float(text, zero_allowed=True)
 
 
 def int_list(text: str) -> list[int]:
