@@ -202,7 +202,8 @@ def claim_rows(results_dir: str | Path) -> list[Claim]:
             rows = read_csv(path)
             if not rows:
                 continue
-            model = model_label(str(rows[0].get("model") or path.stem[len(kind):].lstrip("_") or "from scratch"))
+            raw = str(rows[0].get("model") or path.stem[len(kind):].lstrip("_") or "from scratch")
+            model = model_label(raw) if "/" in raw else raw  # a model loaded from a folder is named by the folder
             claims += reader(model, rows, path.name)
     return claims
 
