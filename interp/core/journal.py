@@ -63,8 +63,8 @@ class RowJournal:
     ...     rows = journal.done()           # rows an earlier run with the same configuration finished
     ...     journal.add({"task": "UF", "accuracy": 0.5})
     ...     written = journal.finish(journal.done())  # the finished table; the journal is removed
-    >>> [path.suffix for path in written]
-    ['.csv', '.json', '.md']
+    >>> " ".join(path.suffix for path in written)
+    '.csv .json .md'
 
     ``shape`` (column -> JSON types) is what a row must hold to be reused. Opening a journal takes
     the table's lock (or adopts ``lock``, taken earlier by the caller, e.g. before loading a model):
