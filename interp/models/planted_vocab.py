@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from transformers import AutoTokenizer, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 from interp.prompts.templates import RULES
 from interp.data.tasks import ALNUM
-from interp.models.store import cache_dir, publish_folder
+from interp.models.tiny import cached_tokenizer
 
 PLANTED_TOKENIZER_VERSION = "planted-bpe-v2"
 BOS_MARKER, SEPARATOR, END_MARKER = "<bos>", " :", " <eos>"
@@ -27,14 +27,7 @@ COPY_RULE_WORDS = {"forward": " same", "backward": " reverse"}
 def planted_tokenizer() -> PreTrainedTokenizerBase:
     """The planted models' tokenizer, saved to (and read back from) the cache like the tiny
     models' one: the bridge re-reads a tokenizer from its ``name_or_path``."""
-    path = cache_dir() / "tokenizers" / PLANTED_TOKENIZER_VERSION
-    if (path / "tokenizer.json").exists():
-        try:
-            return AutoTokenizer.from_pretrained(path)
-        except Exception:  # noqa: BLE001 - a damaged tokenizer is cheap to make again
-            pass
-    publish_folder(path, _train_planted_tokenizer().save_pretrained)
-    return AutoTokenizer.from_pretrained(path)
+    return cached_tokenizer(PLANTED_TOKENIZER_VERSION, _train_planted_tokenizer)
 
 
 def _train_planted_tokenizer() -> PreTrainedTokenizerBase:

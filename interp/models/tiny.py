@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -26,20 +27,26 @@ class TinyModelConfig:
     n_key_value_heads: int | None = None  # grouped-query attention (Llama style only); None: n_heads
 
 
+def cached_tokenizer(version: str, build: Callable[[], PreTrainedTokenizerBase]) -> PreTrainedTokenizerBase:
+    """The tokenizer ``version`` from the cache, built by ``build`` and published there when it is
+    missing or unreadable (a damaged tokenizer is cheap to make again)."""
+    path = cache_dir() / "tokenizers" / version
+    if (path / "tokenizer.json").exists():
+        try:
+            return AutoTokenizer.from_pretrained(path)
+        except Exception:  # noqa: BLE001 - any failure to read means: make it again
+            pass
+    publish_folder(path, build().save_pretrained)
+    return AutoTokenizer.from_pretrained(path)
+
+
 def tiny_tokenizer() -> PreTrainedTokenizerBase:
     """A byte-level BPE tokenizer trained (deterministically) on task-shaped text, so that every
     ``" x"`` for x in a-z A-Z 0-9 is one token and any other text still encodes.
 
     It is saved to the cache and loaded back from there because the bridge re-reads tokenizers
     from their ``name_or_path``; an in-memory tokenizer has none."""
-    path = cache_dir() / "tokenizers" / TINY_TOKENIZER_VERSION
-    if (path / "tokenizer.json").exists():
-        try:
-            return AutoTokenizer.from_pretrained(path)
-        except Exception:  # noqa: BLE001 - a damaged tokenizer is cheap to make again
-            pass
-    publish_folder(path, _train_tiny_tokenizer().save_pretrained)
-    return AutoTokenizer.from_pretrained(path)
+    return cached_tokenizer(TINY_TOKENIZER_VERSION, _train_tiny_tokenizer)
 
 
 def _train_tiny_tokenizer() -> PreTrainedTokenizerBase:
