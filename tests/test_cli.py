@@ -143,3 +143,29 @@ def test_the_attribution_screen_writes_estimates_and_exact_rechecks(tmp_path, ca
     assert head_sweep.main([*argv, "--screen", "first-order", "--ig-steps", "2"]) == 0
     rows = read_csv(tmp_path / "head_screen_tiny-llama.csv")
     assert {r["estimate"] for r in rows} == {"integrated gradients (2 steps) (zero)"}
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["install", "--model", "nope"], "argument --model: unknown ['nope']; expected comma-separated models from "
+                                     "qwen2.5-1.5b, gemma-3-270m or 'all'"),
+    (["install", "--model", ""], "argument --model: no models"),
+    (["install", "--wheels", "/nonexistent"], "argument --wheels: '/nonexistent' is not a folder"),
+    (["status", "--model", "gemma-2"], "argument --model: unknown ['gemma-2']"),
+    (["uninstall"], "argument command: invalid choice: 'uninstall'"),
+])
+def test_the_model_installer_refuses_a_mistake_before_any_download(argv, fragment, capsys, monkeypatch):
+    from interp.models.paper import __main__ as command
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("the installer started before the arguments were checked")
+
+    monkeypatch.setattr(command, "install", no_download)
+    monkeypatch.setattr(command, "installed_folder", no_download)
+    assert fragment in refused(command.main, argv, capsys)
+
+
+def test_argparse_is_imported_by_interp_cli_alone():
+    """One parser for analyses, benchmarks and installers: the rest take it from interp.cli."""
+    sources = [*(ROOT / "interp").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]
+    users = [str(p.relative_to(ROOT)) for p in sources if "argparse" in p.read_text()]
+    assert users == ["interp/cli.py"]
