@@ -18,7 +18,11 @@ model_names = name_list(tuple(OFFLINE_MODELS), "models")
 
 
 def build_parser() -> Parser:
-    """``install`` and ``status``, each with ``--model`` (a model of the table, several, or all)."""
+    """``install`` and ``status``, each with ``--model`` (a model of the table, several, or all).
+
+    >>> build_parser().parse_args(["status"]).model
+    ['qwen2.5-1.5b', 'gemma-3-270m']
+    """
     parser = Parser(__doc__, prog="python -m interp.models.paper")
     commands = parser.add_subparsers(dest="command", required=True)
     install_help = "download, verify and convert an offline model"
