@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from interp.cli import Parser, at_least, non_negative_int
+from interp.cli import Parser, at_least, non_negative_int, positive_int, task_name
 
 from _machine import format_load, load_average, machine_line, peak_gflops
 
@@ -181,6 +181,19 @@ def add_timing_args(parser: Parser, repeats: int = 3) -> Parser:
                         help=f"alternating A/B rounds (default: {repeats}, at least 3)")
     parser.add_argument("--warmup", type=non_negative_int, default=1,
                         help="untimed runs of each side first (default: 1)")
+    return parser
+
+
+def add_task_args(parser: Parser, length: int, n: int) -> Parser:
+    """``--task``, ``--length``, ``--n`` and ``--batch-size``: the prompts a benchmark times.
+
+    >>> vars(add_task_args(Parser(), length=10, n=2).parse_args(["--task", "ub"]))
+    {'task': 'UB', 'length': 10, 'n': 2, 'batch_size': 8}
+    """
+    parser.add_argument("--task", type=task_name, default="UF", help="task (default: UF)")
+    parser.add_argument("--length", type=positive_int, default=length, help=f"task length (default: {length})")
+    parser.add_argument("--n", type=positive_int, default=n, help=f"prompts (default: {n})")
+    parser.add_argument("--batch-size", type=positive_int, default=8, help="prompts per pass (default: 8)")
     return parser
 
 

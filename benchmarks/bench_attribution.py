@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from interp.cli import ArgumentTypeError, Namespace, Parser, fail, name_list, positive_int, run, task_name
+from interp.cli import ArgumentTypeError, Namespace, Parser, fail, name_list, positive_int, run
 from interp.core.lm import LanguageModel
 from interp.interventions.ablation import ABLATION_KINDS, compute_head_means
 from interp.interventions.attribution import DEFAULT_QK_ROWS, agreement, attribution_sweep, recheck
@@ -40,7 +40,7 @@ from interp.models import load_model
 from interp.prompts import PromptConfig
 
 sys.path.insert(0, str(Path(__file__).parent))  # benchmarks/ is no package: its shared modules sit here
-from _harness import add_timing_args, compare_many, print_header  # noqa: E402
+from _harness import add_task_args, add_timing_args, compare_many, print_header  # noqa: E402
 from _machine import format_load, load_average  # noqa: E402
 
 EXACT = "exact head_sweep"
@@ -71,11 +71,7 @@ def parse_time_kinds(text: str) -> list[str]:
 
 def build_parser() -> Parser:
     """The command line, refused in one line (exit 2) before the model is loaded."""
-    parser = Parser(__doc__)
-    parser.add_argument("--task", type=task_name, default="UF", help="task (default: UF)")
-    parser.add_argument("--length", type=positive_int, default=10, help="task length (default: 10)")
-    parser.add_argument("--n", type=positive_int, default=2, help="prompts (default: 2)")
-    parser.add_argument("--batch-size", type=positive_int, default=8, help="prompts per pass (default: 8)")
+    parser = add_task_args(Parser(__doc__), length=10, n=2)
     parser.add_argument("--kinds", type=ablation_kinds, default="zero,mean",
                         help="ablations to validate (default: zero,mean)")
     parser.add_argument("--time-kinds", type=parse_time_kinds, default=None,

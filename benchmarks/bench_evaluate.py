@@ -19,12 +19,12 @@ from pathlib import Path
 
 import torch
 
-from interp.cli import ArgumentTypeError, Parser, positive_int, run, task_name
+from interp.cli import ArgumentTypeError, Parser, run
 from interp.measure.evaluate import evaluate_prompts, task_prompts
 from interp.models import load_model
 
 sys.path.insert(0, str(Path(__file__).parent))  # benchmarks/ is no package: its shared modules sit here
-from _harness import add_timing_args, compare, print_header  # noqa: E402
+from _harness import add_task_args, add_timing_args, compare, print_header  # noqa: E402
 
 
 def forward_shape(text: str) -> tuple[int, int]:
@@ -44,11 +44,7 @@ def forward_shape(text: str) -> tuple[int, int]:
 
 def build_parser() -> Parser:
     """The command line, refused in one line (exit 2) before the model is loaded."""
-    parser = Parser(__doc__)
-    parser.add_argument("--task", type=task_name, default="UF", help="task (default: UF)")
-    parser.add_argument("--length", type=positive_int, default=20, help="task length (default: 20)")
-    parser.add_argument("--n", type=positive_int, default=16, help="prompts (default: 16)")
-    parser.add_argument("--batch-size", type=positive_int, default=8, help="prompts per pass (default: 8)")
+    parser = add_task_args(Parser(__doc__), length=20, n=16)
     parser.add_argument("--forward-shape", type=forward_shape, default="8x100",
                         help="BATCHxTOKENS of the bare forward pass (default: 8x100)")
     return add_timing_args(parser)

@@ -1,6 +1,5 @@
 """The benchmarks stay runnable (their imports follow the library, one way among themselves), parse
-their arguments with ``interp.cli`` (a mistake is one line naming the argument, exit code 2, before
-any model is loaded), and the A/B harness reports what it claims: alternated rounds, medians,
+their arguments with ``interp.cli`` (bad arguments: tests/test_cli.py), and the A/B harness reports what it claims: alternated rounds, medians,
 ratios against the last side. No test here runs a benchmark's timed work."""
 
 from __future__ import annotations
@@ -47,44 +46,6 @@ def test_the_benchmarks_import_each_other_one_way():
     assert "_harness" not in graph["bench_peak"]  # the cycle that was: _harness <-> bench_peak
     for name, imported in graph.items():  # only the shared modules are imported, never a script
         assert all(other.startswith("_") for other in imported), (name, imported)
-
-
-def refused(main, argv, capsys) -> str:
-    """The error line a benchmark prints for ``argv`` (it must exit with code 2, no traceback)."""
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    return err.strip().splitlines()[-1]
-
-
-@pytest.mark.parametrize("script, argv, fragment", [
-    ("bench_attribution", ["--n", "0"], "argument --n: expected an integer >= 1, got '0'"),
-    ("bench_attribution", ["--task", "XX"], "argument --task: unknown task 'XX'"),
-    ("bench_attribution", ["--variants", "ig0"], "argument --variants: variant 'ig0': expected igK"),
-    ("bench_attribution", ["--kinds", "zero,half"], "argument --kinds: unknown ['half']"),
-    ("bench_attribution", ["--kinds", "zero", "--time-kinds", "mean"], "argument --time-kinds: ['mean'] not among"),
-    ("bench_attribution", ["--repeats", "2"], "argument --repeats: expected an integer >= 3, got '2'"),
-    ("bench_evaluate", ["--forward-shape", "8x"], "argument --forward-shape: expected BATCHxTOKENS like '8x100'"),
-    ("bench_evaluate", ["--forward-shape", "0x100"], "argument --forward-shape: expected a batch and a token count"),
-    ("bench_teacher_forcing", ["--cases", "UF:20"], "argument --cases: case 'UF:20': expected TASK:LENGTH:N"),
-    ("bench_teacher_forcing", ["--cases", "UF:20:0"], "argument --cases: case 'UF:20:0': expected TASK:LENGTH:N, "
-                                                      "e.g. NF:100:4 (expected an integer >= 1, got '0')"),
-    ("bench_sweep", ["--every", "0"], "argument --every: expected an integer >= 1, got '0'"),
-    ("bench_checksum", ["--model", "nope"], "argument --model: invalid choice: 'nope'"),
-    ("bench_peak", ["--sizes", "1024,0"], "argument --sizes: expected positive integers"),
-    ("bench_ablation", ["--warmup", "-1"], "argument --warmup: expected an integer >= 0, got '-1'"),
-])
-def test_bad_arguments_are_refused_before_any_model_is_loaded(script, argv, fragment, capsys, monkeypatch):
-    module = importlib.import_module(script)
-
-    def no_model(*args, **kwargs):
-        raise AssertionError("the model was loaded before the arguments were checked")
-
-    monkeypatch.setattr(module, "load_model", no_model, raising=False)
-    monkeypatch.setattr(module, "matmul_gflops", no_model, raising=False)
-    assert fragment in refused(module.main, argv, capsys)
 
 
 def test_the_parsed_arguments_are_typed():
