@@ -98,6 +98,21 @@ def fraction(text: str) -> float:
     return value
 
 
+def fraction_list(text: str) -> list[float]:
+    """``"0,0.5,1"`` -> numbers between 0 and 1, at least one.
+
+    >>> fraction_list("0,0.5,1")
+    [0.0, 0.5, 1.0]
+    """
+    try:
+        values = [fraction(v) for v in text.replace(" ", ",").split(",") if v]
+    except ArgumentTypeError:
+        values = []
+    if not values:
+        raise ArgumentTypeError(f"expected comma-separated numbers between 0 and 1, got {text!r}")
+    return values
+
+
 def _finite_float(text: str, expected: str) -> float:
     try:
         value = float(text)
