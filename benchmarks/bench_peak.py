@@ -14,9 +14,9 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from interp.cli import Parser, positive_int, positive_int_list, run  # noqa: E402
+from interp.cli import Parser, positive_int, positive_int_list, run
 
+sys.path.insert(0, str(Path(__file__).parent))  # benchmarks/ is no package: its shared modules sit here
 from _machine import format_load, load_average, machine_line, matmul_gflops, measure_peak  # noqa: E402
 
 
