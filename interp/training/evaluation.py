@@ -21,7 +21,7 @@ class HFForward:
     """An HF model seen the way ``interp.measure.evaluate`` sees a bridge: ``cfg.device``,
     ``cfg.default_prepend_bos``, ``tokenizer`` and ``model(tokens) -> logits``."""
 
-    def __init__(self, model, tokenizer, prepend_bos: bool, precision: Precision = "fp32"):
+    def __init__(self, model: torch.nn.Module, tokenizer, prepend_bos: bool, precision: Precision = "fp32"):
         self.model = model
         self.tokenizer = tokenizer
         config = getattr(model, "config", None)
