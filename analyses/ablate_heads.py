@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         if journal.done():
             print(f"resuming: {len(journal.done())} finished cells in {journal.path}")
         rows = ablation_study(model, scores, config, progress=progress, log=print, journal=journal)
-        summary = [row.as_row() for row in ablation_summary(rows)]
+        summary = ablation_summary(rows)
         write_table(summary, args.out / f"ablation_summary{suffix}{chosen}", metadata=run_config)
         journal.finish(rows, ABLATION_COLUMNS, metadata=run_config)
     print("\naccuracy (change from baseline) [random-head spread]:\n")

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nAgreement with the paper's theory table: " + ("all rows agree." if not notes else "; ".join(notes)))
     metadata = {k: v for k, v in vars(args).items() if k not in ("out", "quiet")}
     metadata["definition"] = DEFINITION
-    for path in write_table([row.as_row() for row in rows], args.out / "theory_table", metadata=metadata):
+    for path in write_table(rows, args.out / "theory_table", metadata=metadata):
         print(f"wrote {path}")
     return 0
 

@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
                 "scoring": "teacher-forced exact match, zero-shot '<bos> x : y <eos>' / ' x | q: a' lines"}
     write_table(rows, out / f"from_scratch{suffix}", metadata=metadata)
     summary = verdict(rows, args.threshold)
-    write_table([s.as_row() for s in summary], out / f"from_scratch{suffix}_summary", formats=("csv", "md"))
-    print(to_markdown([s.as_row() for s in summary]))
+    write_table(summary, out / f"from_scratch{suffix}_summary", formats=("csv", "md"))
+    print(to_markdown(summary))
     learned = [s for s in summary if s.agrees is not None]
     print(f"{sum(s.agrees for s in learned)}/{len(learned)} cells learned in distribution agree with the theory "
           f"(every OOD bin >= {args.threshold} iff expressible); {len(summary) - len(learned)} not learned "

@@ -23,7 +23,8 @@ RowType = TypeVar("RowType")
 
 
 def as_mapping(row: Row) -> Mapping[str, object]:
-    """``row`` as column -> value: a dataclass row by its fields, in field order.
+    """``row`` as column -> value: a dataclass row by its fields, in field order, or by its
+    ``as_row()`` where it has one (a table whose columns depend on the run, e.g. one per length).
 
     >>> from dataclasses import dataclass
     >>> @dataclass(frozen=True)
@@ -34,7 +35,7 @@ def as_mapping(row: Row) -> Mapping[str, object]:
     {'task': 'UF', 'accuracy': 0.5}
     """
     if is_dataclass(row) and not isinstance(row, type):
-        return asdict(row)
+        return row.as_row() if hasattr(row, "as_row") else asdict(row)
     return row
 
 

@@ -162,6 +162,5 @@ def disagreements(rows: Sequence[TheoryRow]) -> list[str]:
 
 def format_theory_table(rows: Sequence[TheoryRow], with_reason: bool = False) -> str:
     """The table as Markdown (the long reason column only when asked)."""
-    table = [row.as_row() for row in rows]
-    columns = [c for c in table[0] if c != "family" and (with_reason or c != "reason")] if table else None
-    return to_markdown(table, columns)
+    columns = [c for c in rows[0].as_row() if c != "family" and (with_reason or c != "reason")] if rows else None
+    return to_markdown(rows, columns)
