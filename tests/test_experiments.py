@@ -166,3 +166,15 @@ def test_dataclass_rows_are_written_by_their_fields(tmp_path):
     assert (tmp_path / "typed.csv").read_text() == (tmp_path / "plain.csv").read_text()
     assert (tmp_path / "typed.csv").read_text().splitlines()[2] == "m,UF,70,,0,,,,,,,,too long"
     assert read_csv(tmp_path / "typed.csv")[0]["accuracy"] == 0.5
+
+
+def test_journal_rows_of_an_earlier_version_are_read_as_typed_rows(tmp_path):
+    """A journal written before rows were typed lacks the change from the baseline: the row still
+    reads back (the study recomputes that column), and its other fields keep their types."""
+    values = {"model": "m", "condition": "induction", "ablation": "zero", "seed": None, "task": "UF", "length": 6,
+              "n_examples": 4, "accuracy": 0.25, "mean_logprob": -1.5, "heads": "1.0;1.1"}
+    with RowJournal(tmp_path / "ablation", {"run": "old"}, experiments.ABLATION_ROW_SHAPE) as journal:
+        journal.add(values)
+        (row,) = experiments.journal_rows(journal)
+    assert isinstance(row, AblationRow) and row.heads == "1.0;1.1" and row.seed is None and row.accuracy == 0.25
+    assert experiments.cell_key(row) == ("induction", "zero", None, "UF", 6)

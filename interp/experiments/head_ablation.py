@@ -35,7 +35,7 @@ from interp.measure.evaluate import task_prompts
 from interp.measure.head_scores import SCORE_NAMES, HeadScores, task_attention_scores
 from interp.measure.score_tables import model_dtype, read_head_scores
 from interp.measure.teacher_forcing import Accuracy, AnswerScores, check_context, teacher_forced_scores
-from interp.prompts import PromptConfig
+from interp.prompts import EncodedPrompt, PromptConfig
 
 if TYPE_CHECKING:
     from transformer_lens.model_bridge import TransformerBridge
@@ -233,7 +233,7 @@ class _PromptSet:
 
     task: str
     length: int
-    encoded: list
+    encoded: list[EncodedPrompt]
     clean: list[CleanBatch] | None = None
 
 
@@ -277,10 +277,11 @@ def ablation_study(model: TransformerBridge, scores: HeadScores, config: Ablatio
                 if prompt_set.clean is None and replay_clean:
                     batches = padded_batches(prompt_set.encoded, config.batch_size, pad_token_id(model.tokenizer))
                     prompt_set.clean = [run_clean(model, batch, layers) for batch in batches]
-                row = _measure_cell(model, cell, prompt_set, config, means, replay_clean, log)
+                row = _measure_cell(model, cell, prompt_set, config, means, replay_clean, baseline, log)
                 if journal is not None:
                     journal.add(asdict(row))
             baseline = row.accuracy if cell.condition == "baseline" else baseline
+            # recomputed for rows read back: a journal of an earlier version has no change from the baseline
             by_cell[(cell_index, set_index)] = replace(row, delta_accuracy=row.accuracy - baseline)
             bar.update()
     bar.close()
@@ -298,9 +299,9 @@ def journal_rows(journal: RowJournal | None) -> list[AblationRow]:
 
 
 def _measure_cell(model: TransformerBridge, cell: AblationCell, prompt_set: _PromptSet, config: AblationConfig,
-                  means: HeadMeans | None, replay_clean: bool, log: Log) -> AblationRow:
-    """One cell's accuracy on one prompt set (replayed, or a full hooked pass); the change from
-    the baseline is filled in by the caller."""
+                  means: HeadMeans | None, replay_clean: bool, baseline: float, log: Log) -> AblationRow:
+    """One cell's accuracy on one prompt set (replayed, or a full hooked pass), and its change from
+    ``baseline``, the clean accuracy on the same prompts (measured first)."""
     heads = list(cell.heads)
     if heads:
         log(f"ablating {cell.condition}{'' if cell.seed is None else f' (seed {cell.seed})'} heads "
@@ -313,7 +314,9 @@ def _measure_cell(model: TransformerBridge, cell: AblationCell, prompt_set: _Pro
                                                    every_position=True))
     return AblationRow(model=model_name(model), condition=cell.condition, ablation=cell.kind, seed=cell.seed,
                        task=prompt_set.task, length=prompt_set.length, n_examples=result.n_examples,
-                       accuracy=result.accuracy, delta_accuracy=0.0, mean_logprob=result.mean_logprob,
+                       accuracy=result.accuracy,
+                       delta_accuracy=0.0 if cell.condition == "baseline" else result.accuracy - baseline,
+                       mean_logprob=result.mean_logprob,
                        heads=format_heads(heads), selected_by=_selected_by(cell.condition, config))
 
 
