@@ -10,6 +10,7 @@ resumes: finished head scores and finished ablation cells are reused.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
@@ -48,17 +49,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="head score whose top k form the anti-induction set (default: anti_induction, the paper's; "
                              "duplicate_v_composition names one-step backward copiers)")
     args = parser.parse_args(argv)
-    source = source_from_args(parser, args, args.tasks)
-    lengths = args.lengths or [10]
-    if isinstance(source, PaperData):
-        lengths = args.lengths or sorted(set.intersection(*(set(source.lengths(t)) for t in args.tasks)))
-        if not lengths:
-            fail(parser, "--data", f"the files hold no length common to all of {', '.join(args.tasks)}")
-
-    config = AblationConfig(tasks=tuple(args.tasks), lengths=tuple(lengths), k=args.k, n_examples=args.n,
-                            kinds=tuple(args.kinds), random_seeds=tuple(args.random_seeds), seed=args.seed,
-                            batch_size=args.batch_size, prompt_config=prompt_config_from_args(parser, args, args.tasks),
-                            source=source, induction_by=args.induction_heads_by, anti_by=args.anti_heads_by)
+    config = study_config(parser, args)
     suffix = results_suffix(args)
     chosen = "".join(f"_{role}-by-{score}" for role, score, default in
                      (("induction", config.induction_by, "induction"), ("anti", config.anti_by, "anti_induction"))
@@ -90,6 +81,20 @@ def main(argv: list[str] | None = None) -> int:
     print(to_markdown(summary))
     print(f"wrote {stem}.csv/.json/.md and {args.out / f'head_scores{suffix}'}.csv")
     return 0
+
+
+def study_config(parser: Parser, args: argparse.Namespace) -> AblationConfig:
+    """The study the arguments ask for; with --data, the lengths the files hold for every task."""
+    source = source_from_args(parser, args, args.tasks)
+    lengths = args.lengths or [10]
+    if isinstance(source, PaperData):
+        lengths = args.lengths or sorted(set.intersection(*(set(source.lengths(t)) for t in args.tasks)))
+        if not lengths:
+            fail(parser, "--data", f"the files hold no length common to all of {', '.join(args.tasks)}")
+    return AblationConfig(tasks=tuple(args.tasks), lengths=tuple(lengths), k=args.k, n_examples=args.n,
+                          kinds=tuple(args.kinds), random_seeds=tuple(args.random_seeds), seed=args.seed,
+                          batch_size=args.batch_size, prompt_config=prompt_config_from_args(parser, args, args.tasks),
+                          source=source, induction_by=args.induction_heads_by, anti_by=args.anti_heads_by)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from interp.cli import Parser, add_output_args, fail, int_list, positive_int, run, writable_dir
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     write_table(rows, args.out / "planted_sensitivity", metadata=meta)
     summary = found_summary(rows)
     write_table(summary, args.out / "planted_sensitivity_summary", metadata=meta)
-    _save(planted_sensitivity_figure(summary), args)
+    _save(planted_sensitivity_figure([asdict(row) for row in summary]), args)
     print(to_markdown(weakest_found(summary)))
     print(f"wrote {args.out / 'planted_sensitivity'}.*, {args.out / 'planted_sensitivity_summary'}.* and "
           f"{args.figures / 'planted_sensitivity'}.*")

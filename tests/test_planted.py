@@ -246,10 +246,10 @@ def test_sensitivity_instruments_find_the_full_strength_plant():
 
     config = SensitivityConfig(strengths=(1.0, 0.0), seeds=(0,), circuits=("UB",), n_examples=10, n_sequences=5, edge_n=5)
     rows = sensitivity_study(config, progress=False)
-    at_full = {r["instrument"]: r for r in rows if r["strength"] == 1.0}
+    at_full = {r.instrument: r for r in rows if r.strength == 1.0}
     for name in ("score:anti_induction", "score:duplicate_v_composition", "ablation:zero", "ablation:mean", "sweep", "edges"):
-        assert at_full[name]["found"], name
-    at_zero = {r["instrument"]: r for r in rows if r["strength"] == 0.0}
-    assert not at_zero["ablation:zero"]["found"] and at_zero["ablation:zero"]["clean_accuracy"] <= 0.05
-    down_to = {r["instrument"]: r["found_down_to"] for r in weakest_found(found_summary(rows))}
+        assert at_full[name].found, name
+    at_zero = {r.instrument: r for r in rows if r.strength == 0.0}
+    assert not at_zero["ablation:zero"].found and at_zero["ablation:zero"].clean_accuracy <= 0.05
+    down_to = {r.instrument: r.found_down_to for r in weakest_found(found_summary(rows))}
     assert down_to["sweep"] == 1.0
