@@ -10,10 +10,9 @@ resumes: finished head scores and finished ablation cells are reused.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
+from interp.cli import (Namespace, Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         input_error_argument, load_model_from_args, name_list, positive_int, positive_int_list,
                         prompt_config_from_args, results_suffix, run, seed, seed_list, source_from_args, task_list)
 from interp.core.journal import RowJournal
@@ -83,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def study_config(parser: Parser, args: argparse.Namespace) -> AblationConfig:
+def study_config(parser: Parser, args: Namespace) -> AblationConfig:
     """The study the arguments ask for; with --data, the lengths the files hold for every task."""
     source = source_from_args(parser, args, args.tasks)
     lengths = args.lengths or [10]

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     model = load_model(device="cpu")
     scores = score_heads(model, n_sequences=args.score_sequences, seed=config.seed, progress=False)
 
-    def study(replay_clean: bool) -> list[dict]:
+    def study(replay_clean: bool) -> list:
         return ablation_study(model, scores, config, progress=False, replay_clean=replay_clean)
 
     result = compare("study, replayed from the lowest ablated layer", lambda: study(True),
@@ -53,8 +53,8 @@ def main(argv: list[str] | None = None) -> None:
                      repeats=args.repeats, warmup=args.warmup, title="ablation study: replay vs full passes")
     fast, slow = result.a.output, result.b.output
     columns = ("condition", "ablation", "seed", "task", "length", "heads", "n_examples", "accuracy", "delta_accuracy")
-    same = [{c: r.get(c) for c in columns} for r in fast] == [{c: r.get(c) for c in columns} for r in slow]
-    diff = max(abs(a["mean_logprob"] - b["mean_logprob"]) for a, b in zip(fast, slow))
+    same = [[getattr(r, c) for c in columns] for r in fast] == [[getattr(r, c) for c in columns] for r in slow]
+    diff = max(abs(a.mean_logprob - b.mean_logprob) for a, b in zip(fast, slow))
     print(f"{len(fast)} rows; identical accuracy table: {same}; max |mean log-prob difference|: {diff:.1e}")
     print(f"RESULT full / replay: median {result.ratio:.2f}x ({min(result.ratios):.2f}-{max(result.ratios):.2f})")
     if not same:

@@ -195,6 +195,6 @@ def test_a_benchmark_refuses_a_mistake_before_any_model_is_loaded(script, argv, 
 
 def test_argparse_is_imported_by_interp_cli_alone():
     """One parser for analyses, benchmarks and installers: the rest take it from interp.cli."""
-    sources = [*(ROOT / "interp").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]
+    sources = [*(ROOT / "interp").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py"), *(ROOT / "analyses").rglob("*.py")]
     users = [str(p.relative_to(ROOT)) for p in sources if "argparse" in p.read_text()]
     assert users == ["interp/cli.py"]
