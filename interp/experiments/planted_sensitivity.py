@@ -12,7 +12,7 @@ the instrument ranks heads) and the circuit's clean accuracy. Instruments:
   accuracy or worse (and the model solved it at least half the time to begin with);
 * ``sweep``: the exact single-head sweep (``interp.interventions.sweep``) ranks the heads the task needs first;
 * ``screen:<name>``: an attribution screen (``interp.interventions.attribution``) does the same; :data:`SCREENS`
-  holds the screens, so a new one (e.g. AtP*) is one more entry;
+  holds the screens, so a new one (``first-order`` plain attribution patching, ``atp*`` with the QK fix) is one more entry;
 * ``edges``: cutting the paper's edges (``interp.interventions.edges``: induction keys for UF, anti-induction
   values for UB) halves the accuracy or worse.
 """
@@ -47,11 +47,16 @@ ZERO_SHOT = PromptConfig(n_shots=0)
 
 
 def first_order_screen(model: TransformerBridge, encoded: Sequence[EncodedPrompt]) -> Float[Tensor, "layer head_index"]:
-    """Attribution patching's estimate of each head's zero-ablation effect on the answer log-prob."""
-    return attribution_sweep(model, encoded, "zero", progress=False).delta_logprob()
+    """Plain attribution patching's estimate of each head's zero-ablation effect on the answer log-prob."""
+    return attribution_sweep(model, encoded, "zero", progress=False, screen="first-order").delta_logprob()
 
 
-SCREENS: dict[str, Screen] = {"attribution": first_order_screen}
+def atp_star_screen(model: TransformerBridge, encoded: Sequence[EncodedPrompt]) -> Float[Tensor, "layer head_index"]:
+    """AtP*'s estimate (the QK fix through the softmax; the screen's default) of the same effect."""
+    return attribution_sweep(model, encoded, "zero", progress=False, screen="atp*").delta_logprob()
+
+
+SCREENS: dict[str, Screen] = {"first-order": first_order_screen, "atp*": atp_star_screen}
 
 
 @dataclass(frozen=True)
@@ -263,5 +268,5 @@ def _previous(summary: Sequence[FoundShareRow], row: FoundShareRow) -> float:
 
 
 __all__ = ["CIRCUITS", "SCREENS", "FoundDownToRow", "FoundShareRow", "InstrumentVerdict", "PlantedCircuit",
-           "SensitivityConfig", "SensitivityRow", "first_order_screen", "found_summary", "instrument_rows",
+           "SensitivityConfig", "SensitivityRow", "atp_star_screen", "first_order_screen", "found_summary", "instrument_rows",
            "sensitivity_study", "weakest_found"]
