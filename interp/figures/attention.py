@@ -217,37 +217,19 @@ footer { color: #777; font-size: 12px; margin-top: 24px; }
 
 
 def attention_page(view: AttentionView, kind: ViewKind = "heads") -> str:
-    """A complete, self-contained HTML page for ``view``."""
+    """A complete, self-contained HTML page for ``view``.
+
+    >>> page = attention_page(attention_view(load_model("planted-ub"), "UB", "1.1"))  # doctest: +SKIP
+    >>> page.startswith("<!DOCTYPE html>")  # doctest: +SKIP
+    True
+    """
     import circuitsvis
 
     esc = html.escape
-    lay = view.layout
     ex = view.example
-    tok = view.raw_tokens
     spec = get_task(view.task)
-    q, src = lay.query_position, lay.source_positions[0]
-    legend = [
-        f'<li><span class="mark q">{MARK_QUERY}</span> query position {q} (token <code>{esc(tok[q])}</code>): '
-        f"its prediction is the first answer item <code>{esc(ex.target[0])}</code>.</li>",
-        f'<li><span class="mark a">{MARK_SOURCE}</span> answer source position {src} (token <code>{esc(tok[src])}</code>): '
-        f"where that item sits in the test input; a head solving {esc(view.task)} attends here from {MARK_QUERY}.</li>",
-    ]
-    if lay.query_item_positions:
-        positions = ", ".join(map(str, lay.query_item_positions))
-        legend.append(f'<li><span class="mark qi">{MARK_QUERY_ITEM}</span> occurrences of the query item '
-                      f"<code>{esc(ex.query or '')}</code> at positions {positions} (the last one is the query after '|').</li>")
-    if len(lay.answer_positions) == 1:
-        legend.append(f'<li><span class="mark ans">[a1]</span> the teacher-forced answer token, position '
-                      f"{lay.answer_positions[0]}.</li>")
-    elif lay.answer_positions:
-        legend.append(f'<li><span class="mark ans">[a1]</span>…<span class="mark ans">[a{len(lay.answer_positions)}]</span> '
-                      f"the teacher-forced answer tokens, positions {lay.answer_positions[0]}–{lay.answer_positions[-1]}.</li>")
-    rows = "".join(
-        f"<tr><td>{esc(r['head'])}</td><td>{r['q_to_source']:.3f}</td><td>{r['mean_to_source']:.3f} "
-        f"({r['n_steps']} step{'s' if r['n_steps'] != 1 else ''})</td>"
-        f"<td>{r['top_key']} <code>{esc(r['top_key_token'])}</code> ({r['top_key_weight']:.3f})</td></tr>"
-        for r in view.source_attention()
-    )
+    legend = _legend_items(view)
+    rows = _source_attention_rows(view)
     context = " ".join(ex.context)
     score_table = _score_table(view)
     test_input = f"{context} | {ex.query}" if ex.query is not None else context
@@ -286,6 +268,41 @@ head to enlarge it; hover tokens to see where they attend.</p>
 </html>
 """
     return body
+
+
+def _legend_items(view: AttentionView) -> list[str]:
+    """The page's legend: one ``<li>`` per kind of position mark the view's tokens carry."""
+    esc = html.escape
+    lay, ex, tok = view.layout, view.example, view.raw_tokens
+    q, src = lay.query_position, lay.source_positions[0]
+    legend = [
+        f'<li><span class="mark q">{MARK_QUERY}</span> query position {q} (token <code>{esc(tok[q])}</code>): '
+        f"its prediction is the first answer item <code>{esc(ex.target[0])}</code>.</li>",
+        f'<li><span class="mark a">{MARK_SOURCE}</span> answer source position {src} (token <code>{esc(tok[src])}</code>): '
+        f"where that item sits in the test input; a head solving {esc(view.task)} attends here from {MARK_QUERY}.</li>",
+    ]
+    if lay.query_item_positions:
+        positions = ", ".join(map(str, lay.query_item_positions))
+        legend.append(f'<li><span class="mark qi">{MARK_QUERY_ITEM}</span> occurrences of the query item '
+                      f"<code>{esc(ex.query or '')}</code> at positions {positions} (the last one is the query after '|').</li>")
+    if len(lay.answer_positions) == 1:
+        legend.append(f'<li><span class="mark ans">[a1]</span> the teacher-forced answer token, position '
+                      f"{lay.answer_positions[0]}.</li>")
+    elif lay.answer_positions:
+        legend.append(f'<li><span class="mark ans">[a1]</span>…<span class="mark ans">[a{len(lay.answer_positions)}]</span> '
+                      f"the teacher-forced answer tokens, positions {lay.answer_positions[0]}–{lay.answer_positions[-1]}.</li>")
+    return legend
+
+
+def _source_attention_rows(view: AttentionView) -> str:
+    """The summary table's rows: per head, attention to the answer source and the top key from [Q]."""
+    esc = html.escape
+    return "".join(
+        f"<tr><td>{esc(r['head'])}</td><td>{r['q_to_source']:.3f}</td><td>{r['mean_to_source']:.3f} "
+        f"({r['n_steps']} step{'s' if r['n_steps'] != 1 else ''})</td>"
+        f"<td>{r['top_key']} <code>{esc(r['top_key_token'])}</code> ({r['top_key_weight']:.3f})</td></tr>"
+        for r in view.source_attention()
+    )
 
 
 def _score_table(view: AttentionView) -> str:
