@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 
+from interp.models.bridge import TransformerBridge
 from interp.interventions.ablation import ABLATION_KINDS, compute_head_means
 from interp.interventions.attribution import DEFAULT_QK_ROWS, SCREENS, attribution_sweep, recheck
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def screen_heads(parser, model, encoded, task: str, length: int, heads, means, args) -> None:
+def screen_heads(parser, model: TransformerBridge, encoded, task: str, length: int, heads, means, args) -> None:
     """The attribution screen of every head (rows of ``heads`` only, when given), with the
     ``--recheck`` largest estimates replaced by exact values."""
     if args.recheck > model.cfg.n_layers * model.cfg.n_heads:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from interp.core.lm import LanguageModel
 
 EMBEDDED_MODEL = "smollm2-135m"
 PAPER_MODEL = "qwen2.5-1.5b"
@@ -54,7 +55,7 @@ def with_adapter(name: str, adapter: str | None) -> str:
     return name if not adapter else f"{name}+{model_label(str(adapter))}"
 
 
-def model_name(model) -> str:
+def model_name(model: LanguageModel) -> str:
     """The name a loaded model goes by in results tables (what ``load_model`` was given)."""
     return str(getattr(model.cfg, "model_name", "") or "")
 

@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 
 from interp.data.tasks import TASK_NAMES
 from interp.figures.rows import (ABLATION_CONDITIONS, REQUIRED_COLUMNS, Rows, accuracy_value, index_value, mean, require_columns, sd,
-                   select_model, task_name, task_order)
+                   select_model, task_name)
 from interp.figures.style import CONDITION_STYLE, style
 
 

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from interp.core.heads import Head, HeadLike, parse_heads
-from interp.core.lm import context_length
+from interp.core.lm import HookedModel, context_length
 from interp.core.tables import atomic_write_text
 from interp.data.tasks import TaskExample, get_task
 from interp.figures.browser import headless_chromium  # noqa: F401 - re-exported: checks of attention pages use it
@@ -52,7 +52,7 @@ def pattern_hook_name(layer: int) -> str:
     return act_name("pattern", layer)
 
 
-def head_patterns(model, tokens: torch.Tensor | Sequence[int], heads: Sequence[HeadLike]) -> torch.Tensor:
+def head_patterns(model: HookedModel, tokens: torch.Tensor | Sequence[int], heads: Sequence[HeadLike]) -> torch.Tensor:
     """Attention patterns ``[len(heads), query_pos, key_pos]`` of one sequence, caching only the
     layers the heads live in."""
     heads = parse_heads(list(heads), model.cfg.n_layers, model.cfg.n_heads)
@@ -129,7 +129,7 @@ class AttentionView:
         return rows
 
 
-def attention_view(model, task: str, heads: str | Sequence[HeadLike], *, length: int = 10, example: int = 0,
+def attention_view(model: HookedModel, task: str, heads: str | Sequence[HeadLike], *, length: int = 10, example: int = 0,
                    seed: int = 0, prompt_config: PromptConfig = PromptConfig(), append_answer: bool = True,
                    model_name: str | None = None, source=None, scores=None) -> AttentionView:
     """Attention of ``heads`` (``"18.6,17.3"`` or ``[(18, 6), ...]``) on example ``example`` of

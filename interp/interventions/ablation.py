@@ -21,8 +21,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.core.lm import HookedModel
 from interp.measure.batching import Hook, pad_token_id, padded_batches
-from interp.models.bridge import act_name, run_until
+from interp.models.bridge import TransformerBridge, act_name, run_until
 from interp.core.heads import Head, validate_heads
 from interp.prompts import EncodedPrompt
 
@@ -67,7 +68,7 @@ class HeadMeans:
         return torch.cat([table, extra])
 
 
-def compute_head_means(model, reference: Sequence[EncodedPrompt], layers: Sequence[int] | None = None,
+def compute_head_means(model: TransformerBridge, reference: Sequence[EncodedPrompt], layers: Sequence[int] | None = None,
                        per_position: bool = False, batch_size: int = 8, progress: bool = True) -> HeadMeans:
     """Mean of ``hook_z`` over the real tokens of ``reference`` prompts (prompt + answer)."""
     if not reference:
@@ -97,7 +98,7 @@ def _group_by_layer(heads: Sequence[Head]) -> dict[int, list[int]]:
     return dict(by_layer)
 
 
-def ablation_hooks(model, heads: Sequence[tuple[int, int]], kind: str = "zero", means: HeadMeans | None = None,
+def ablation_hooks(model: HookedModel, heads: Sequence[tuple[int, int]], kind: str = "zero", means: HeadMeans | None = None,
                    counter: HookCounter | None = None) -> list[Hook]:
     """Hooks that replace the ``hook_z`` slice of each head in ``heads`` by zero or its mean."""
     if kind not in ABLATION_KINDS:
@@ -129,7 +130,7 @@ def ablation_hooks(model, heads: Sequence[tuple[int, int]], kind: str = "zero", 
 
 
 @contextmanager
-def ablated(model, heads: Sequence[tuple[int, int]], kind: str = "zero", means: HeadMeans | None = None,
+def ablated(model: HookedModel, heads: Sequence[tuple[int, int]], kind: str = "zero", means: HeadMeans | None = None,
             counter: HookCounter | None = None) -> Iterator[list[Hook]]:
     """``with ablated(model, heads, "zero"): ...`` runs everything inside with those heads ablated.
 

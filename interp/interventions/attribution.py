@@ -24,9 +24,10 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from interp.core.lm import HookedModel
 from interp.interventions.ablation import ABLATION_KINDS, AblationKind, HeadMeans
 from interp.measure.batching import Hook, in_input_order, pad_token_id, padded_batches
-from interp.models.bridge import act_name
+from interp.models.bridge import TransformerBridge, act_name
 from interp.interventions.edges.patching import AttentionLayout, attention_layout
 from interp.core.heads import Head
 from interp.prompts import EncodedPrompt
@@ -72,7 +73,7 @@ class AttributionPass:
     watched_grads: dict[str, Tensor]
 
 
-def attribution_pass(model, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind = "zero",
+def attribution_pass(model: HookedModel, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind = "zero",
                      means: HeadMeans | None = None, fwd_hooks: Sequence[Hook] = (), alpha: float = 0.0,
                      watch: Sequence[str] = (), keep: Sequence[str] = ()) -> AttributionPass:
     """The forward and backward pass behind :func:`head_attributions`; ``watch`` names further
@@ -130,7 +131,7 @@ def first_order(run: AttributionPass, changes: dict[int, Tensor]) -> Float[Tenso
                         for layer in sorted(changes)], dim=1).cpu()
 
 
-def head_attributions(model, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind = "zero",
+def head_attributions(model: HookedModel, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind = "zero",
                       means: HeadMeans | None = None, fwd_hooks: Sequence[Hook] = (), alpha: float = 0.0
                       ) -> tuple[Float[Tensor, "batch out_pos vocab"], Float[Tensor, "batch layer head_index"]]:
     """The logits, and for every head ``<dmetric/dz, z_ablated - z>`` summed over positions and
@@ -149,7 +150,7 @@ SCREENS = ("atp*", "first-order")
 DEFAULT_QK_ROWS = 64  # pattern rows per prompt the QK fix recomputes (see interp.interventions.qk_fix)
 
 
-def atp_star_attributions(model, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind = "zero",
+def atp_star_attributions(model: TransformerBridge, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind = "zero",
                           means: HeadMeans | None = None, fwd_hooks: Sequence[Hook] = (),
                           layout: AttentionLayout | None = None, qk_rows: int | None = DEFAULT_QK_ROWS
                           ) -> tuple[Float[Tensor, "batch out_pos vocab"], Float[Tensor, "batch layer head_index"]]:
@@ -214,7 +215,7 @@ class AttributionResult:
                  "estimate": f"{self.method} ({self.kind})"} for head in self.heads]
 
 
-def attribution_sweep(model, encoded: Sequence[EncodedPrompt], kind: str = "zero",
+def attribution_sweep(model: TransformerBridge, encoded: Sequence[EncodedPrompt], kind: str = "zero",
                       means: HeadMeans | None = None, batch_size: int = 8, steps: int = 1,
                       fwd_hooks: Sequence[Hook] = (), progress: bool = True, screen: str = "atp*",
                       qk_rows: int | None = DEFAULT_QK_ROWS) -> AttributionResult:
@@ -238,6 +239,28 @@ def attribution_sweep(model, encoded: Sequence[EncodedPrompt], kind: str = "zero
         >>> screen.delta_logprob().shape                               # layer x head, estimated change
         torch.Size([2, 4])
     """
+    _check_sweep_args(encoded, kind, means, steps, screen, qk_rows)
+    alphas = [0.0] if steps == 1 else [(i + 0.5) / steps for i in range(steps)]
+    clean_parts, delta_parts = [], []
+    layout = attention_layout(model) if screen == "atp*" else None
+    batches = list(padded_batches(encoded, batch_size, pad_token_id(model.tokenizer)))
+    for batch in tqdm(batches, desc="attribution", disable=not progress, leave=False):
+        where = AnswerPositions.of(batch.items)
+        hooks = [*fwd_hooks, select_positions_hook(where.positions)]
+        logits, delta = _batch_estimate(model, batch.tokens, partial(answer_logprob, where=where), kind, means, hooks,
+                                        screen, alphas, layout, qk_rows)
+        clean_parts.append((batch.indices, answer_rows(logits, batch.items)))
+        delta_parts.append((batch.indices, list(delta)))
+    method = ("AtP* (QK fix)" if screen == "atp*" else "attribution patching" if steps == 1
+              else f"integrated gradients ({steps} steps)")
+    n = len(encoded)
+    return AttributionResult(kind, AnswerScores.from_rows(in_input_order(n, clean_parts)),
+                             torch.stack(in_input_order(n, delta_parts)), method)
+
+
+def _check_sweep_args(encoded: Sequence[EncodedPrompt], kind: str, means: HeadMeans | None, steps: int, screen: str,
+                      qk_rows: int | None) -> None:
+    """One clear error for the first of :func:`attribution_sweep`'s arguments that cannot work."""
     if screen not in SCREENS:
         raise ValueError(f"screen={screen!r}; expected one of {SCREENS}")
     if screen == "atp*" and steps != 1:
@@ -252,34 +275,26 @@ def attribution_sweep(model, encoded: Sequence[EncodedPrompt], kind: str = "zero
         raise ValueError("encoded prompts must not be empty")
     if steps < 1:
         raise ValueError(f"steps={steps} must be >= 1 (1: attribution patching, more: integrated gradients)")
-    alphas = [0.0] if steps == 1 else [(i + 0.5) / steps for i in range(steps)]
-    clean_parts, delta_parts = [], []
-    layout = attention_layout(model) if screen == "atp*" else None
-    batches = list(padded_batches(encoded, batch_size, pad_token_id(model.tokenizer)))
-    for batch in tqdm(batches, desc="attribution", disable=not progress, leave=False):
-        where = AnswerPositions.of(batch.items)
-        hooks = [*fwd_hooks, select_positions_hook(where.positions)]
-        metric = partial(answer_logprob, where=where)
-        estimates = []
-        if screen == "atp*":
-            logits, delta = atp_star_attributions(model, batch.tokens, metric, kind, means, hooks, layout, qk_rows)
-            estimates.append(delta)
-        for alpha in alphas if screen == "first-order" else []:
-            logits, delta = head_attributions(model, batch.tokens, metric, kind, means, hooks, alpha)
-            estimates.append(delta)
-        if alphas != [0.0]:
-            with torch.no_grad(), model.hooks(fwd_hooks=hooks):
-                logits = model(batch.tokens.to(model.cfg.device))
-        clean_parts.append((batch.indices, answer_rows(logits, batch.items)))
-        delta_parts.append((batch.indices, list(torch.stack(estimates).mean(0))))
-    method = ("AtP* (QK fix)" if screen == "atp*" else "attribution patching" if steps == 1
-              else f"integrated gradients ({steps} steps)")
-    n = len(encoded)
-    return AttributionResult(kind, AnswerScores.from_rows(in_input_order(n, clean_parts)),
-                             torch.stack(in_input_order(n, delta_parts)), method)
 
 
-def recheck(model, encoded: Sequence[EncodedPrompt], screen: AttributionResult, k: int = 10,
+def _batch_estimate(model: TransformerBridge, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind,
+                    means: HeadMeans | None, hooks: Sequence[Hook], screen: str, alphas: list[float],
+                    layout: AttentionLayout | None, qk_rows: int | None
+                    ) -> tuple[Float[Tensor, "batch out_pos vocab"], Float[Tensor, "batch layer head_index"]]:
+    """One batch's clean logits and per-head estimate (averaged over the integrated-gradient points)."""
+    estimates = []
+    if screen == "atp*":
+        logits, delta = atp_star_attributions(model, tokens, metric, kind, means, hooks, layout, qk_rows)
+        estimates.append(delta)
+    for alpha in alphas if screen == "first-order" else []:
+        logits, delta = head_attributions(model, tokens, metric, kind, means, hooks, alpha)
+        estimates.append(delta)
+    if alphas != [0.0]:  # the gradient points were all off the clean run: one clean pass for the scores
+        with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+            logits = model(tokens.to(model.cfg.device))
+    return logits, torch.stack(estimates).mean(0)
+
+def recheck(model: TransformerBridge, encoded: Sequence[EncodedPrompt], screen: AttributionResult, k: int = 10,
             means: HeadMeans | None = None, batch_size: int = 8, progress: bool = True) -> Float[Tensor, "layer head_index"]:
     """The screen's estimates with the ``k`` flagged heads (largest estimated change) replaced by
     their exact single-head ablation effect from ``head_sweep``: screen, then pay for ``k``

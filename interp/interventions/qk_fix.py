@@ -37,7 +37,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.models.bridge import act_name, apply_rotary, rotary_hook_names
+from interp.models.bridge import TransformerBridge, act_name, apply_rotary, rotary_hook_names
 from interp.interventions.edges.patching import AttentionLayout
 
 
@@ -87,7 +87,7 @@ def select_rows(pattern_grads: list[Tensor], rows_per_prompt: int | None) -> Fix
 
 
 
-def _normalised(model, delta: Float[Tensor, "*rows d_model"]) -> Float[Tensor, "*rows d_model"]:
+def _normalised(model: TransformerBridge, delta: Float[Tensor, "*rows d_model"]) -> Float[Tensor, "*rows d_model"]:
     """What a change of the residual stream becomes after the attention input's normalisation, at its
     clean scale (divided out by the caller)."""
     if model.cfg.normalization_type in ("LN", "LNPre"):
@@ -95,7 +95,7 @@ def _normalised(model, delta: Float[Tensor, "*rows d_model"]) -> Float[Tensor, "
     return delta
 
 
-def _rotate(model, layout: AttentionLayout, x: Tensor, kept: dict[str, Tensor], layer: int, rows) -> Tensor:
+def _rotate(model: TransformerBridge, layout: AttentionLayout, x: Tensor, kept: dict[str, Tensor], layer: int, rows) -> Tensor:
     if not layout.rotary:
         return x
     n_batch = kept[layout.query_hook(layer)].shape[0]
@@ -104,7 +104,7 @@ def _rotate(model, layout: AttentionLayout, x: Tensor, kept: dict[str, Tensor], 
     return apply_rotary(model, x, cos, sin)
 
 
-def layer_corrections(model, layout: AttentionLayout, layer: int, rows: FixedRows, kept: dict[str, Tensor],
+def layer_corrections(model: TransformerBridge, layout: AttentionLayout, layer: int, rows: FixedRows, kept: dict[str, Tensor],
                       pattern_grad: Float[Tensor, "batch head query key"],
                       changes: Float[Tensor, "source batch pos d_head"]) -> Float[Tensor, "source batch"]:
     """The QK-fix correction of every source head below ``layer`` (stacked, layer-major) for
@@ -128,7 +128,7 @@ def layer_corrections(model, layout: AttentionLayout, layer: int, rows: FixedRow
     return correction
 
 
-def _head_correction(model, layout, layer, head, kv, batch, query, kept, pattern_grad, changes, writing, key_change,
+def _head_correction(model: TransformerBridge, layout, layer, head, kv, batch, query, kept, pattern_grad, changes, writing, key_change,
                      scale) -> Float[Tensor, "source batch"]:
     """The correction from the fixed rows ``(batch[i], query[i])`` of one query head."""
     residual_change = einops.einsum(changes[:, batch, query], writing,
@@ -154,7 +154,7 @@ def _head_correction(model, layout, layer, head, kv, batch, query, kept, pattern
     return per_prompt.index_add_(1, batch, weighted)
 
 
-def qk_corrections(model, layout: AttentionLayout, kept: dict[str, Tensor], pattern_grads: list[Tensor],
+def qk_corrections(model: TransformerBridge, layout: AttentionLayout, kept: dict[str, Tensor], pattern_grads: list[Tensor],
                    changes: dict[int, Float[Tensor, "batch pos head_index d_head"]],
                    rows_per_prompt: int | None) -> Float[Tensor, "batch layer head_index"]:
     """Per prompt and source head, the QK fix's correction to the first-order estimate."""

@@ -16,8 +16,9 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from interp.core.lm import HookedModel
 from interp.measure.batching import Hook, PaddedBatch
-from interp.models.bridge import act_name, run_from_layer, unembed_residual
+from interp.models.bridge import TransformerBridge, act_name, run_from_layer, unembed_residual
 from interp.measure.teacher_forcing import AnswerPositions, ScoreRow, answer_rows, gather_positions, select_positions_hook
 
 
@@ -32,7 +33,7 @@ class CleanBatch:
     positions: Int[Tensor, "batch slot"]
 
 
-def run_clean(model, batch: PaddedBatch, layers: Iterable[int]) -> CleanBatch:
+def run_clean(model: HookedModel, batch: PaddedBatch, layers: Iterable[int]) -> CleanBatch:
     """Score ``batch`` without intervention, keeping ``hook_resid_pre`` of ``layers``; logits are
     computed at the answer positions only."""
     layers = sorted(set(layers))
@@ -45,7 +46,7 @@ def run_clean(model, batch: PaddedBatch, layers: Iterable[int]) -> CleanBatch:
     return CleanBatch(batch, {layer: cache[act_name("resid_pre", layer)] for layer in layers}, rows, positions)
 
 
-def replay(model, clean: CleanBatch, layer: int, fwd_hooks: Sequence[Hook] = (), copies: int = 1) -> list[list[ScoreRow]]:
+def replay(model: TransformerBridge, clean: CleanBatch, layer: int, fwd_hooks: Sequence[Hook] = (), copies: int = 1) -> list[list[ScoreRow]]:
     """Scores of the batch with blocks ``layer..`` run again under ``fwd_hooks``.
 
     ``copies`` stacks the batch that many times along the batch axis (hooks see rows

@@ -16,6 +16,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from interp.core.lm import LanguageModel
 from interp.models.bridge import Hook
 
 T = TypeVar("T")
@@ -100,7 +101,7 @@ def in_input_order(n_items: int, parts: Iterable[tuple[Sequence[int], Sequence[T
     return ordered
 
 
-def forward_logits(model, tokens: Int[Tensor, "batch pos"], fwd_hooks: Sequence[Hook] = ()) -> Float[Tensor, "batch out_pos d_vocab"]:
+def forward_logits(model: LanguageModel, tokens: Int[Tensor, "batch pos"], fwd_hooks: Sequence[Hook] = ()) -> Float[Tensor, "batch out_pos d_vocab"]:
     """Logits of one batch, with ``fwd_hooks`` active (when the model takes hooks); at every
     position unless a hook on ``unembed.hook_in`` keeps fewer (``select_positions_hook``)."""
     tokens = tokens.to(model.cfg.device)

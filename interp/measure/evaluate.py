@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from interp.core.lm import LanguageModel
 from interp.measure.batching import Hook
 from interp.data.paper_files import ExampleSource, Generated
 from interp.measure.encoding import encode_for
@@ -18,7 +19,7 @@ __all__ = ["Accuracy", "AnswerScores", "evaluate_prompts", "evaluate_task", "tas
            "greedy_continuation", "scores_from_logits", "task_prompts"]
 
 
-def task_prompts(model, task: str | TaskSpec, length: int, n_examples: int, seed: int = 0,
+def task_prompts(model: LanguageModel, task: str | TaskSpec, length: int, n_examples: int, seed: int = 0,
                  prompt_config: PromptConfig = PromptConfig(), vocabulary: Sequence[str] | None = None,
                  source: ExampleSource | None = None) -> list[Prompt]:
     """Seeded prompts of a task. Examples come from ``source`` (default: the generator over
@@ -30,13 +31,13 @@ def task_prompts(model, task: str | TaskSpec, length: int, n_examples: int, seed
     return build_prompts(examples, prompt_config, seed=seed, vocabulary=source.items(spec))
 
 
-def evaluate_prompts(model, prompts: Sequence[Prompt], prompt_config: PromptConfig = PromptConfig(),
+def evaluate_prompts(model: LanguageModel, prompts: Sequence[Prompt], prompt_config: PromptConfig = PromptConfig(),
                      batch_size: int = 8, fwd_hooks: Sequence[Hook] = (), progress: bool | str = True) -> AnswerScores:
     encoded = encode_for(model, prompts, prompt_config)
     return teacher_forced_scores(model, encoded, batch_size, fwd_hooks, progress)
 
 
-def evaluate_task(model, task: str | TaskSpec, length: int, n_examples: int = 100, *, seed: int = 0,
+def evaluate_task(model: LanguageModel, task: str | TaskSpec, length: int, n_examples: int = 100, *, seed: int = 0,
                   prompt_config: PromptConfig = PromptConfig(), vocabulary: Sequence[str] | None = None,
                   batch_size: int = 8, fwd_hooks: Sequence[Hook] = (), progress: bool | str = True,
                   source: ExampleSource | None = None) -> Accuracy:

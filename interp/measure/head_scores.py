@@ -24,7 +24,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from interp.measure.batching import batched, pad_token_id, padded_batches
-from interp.models.bridge import act_name, run_until
+from interp.models.bridge import TransformerBridge, act_name, run_until
 from interp.core.heads import Head
 from interp.core.naming import model_name
 from interp.prompts import EncodedPrompt, Prompt, prompt_layout
@@ -33,7 +33,7 @@ from interp.prompts.tokens import text_ids
 SCORE_NAMES = ("induction", "anti_induction", "previous_token")
 
 
-def patterns_of_every_layer(model, tokens: Int[Tensor, "batch pos"],
+def patterns_of_every_layer(model: TransformerBridge, tokens: Int[Tensor, "batch pos"],
                             reduce: Callable[[int, Float[Tensor, "batch head_index query_pos key_pos"]], None]) -> None:
     """Call ``reduce(layer, pattern)`` on each layer's attention pattern, in one forward pass that
     stops right after the last layer's pattern (its MLP and the unembedding never run), so no
@@ -158,7 +158,7 @@ class HeadScores:
         return cls(scores, str(rows[0].get("model", "")))
 
 
-def score_heads(model, tokens: Int[Tensor, "batch pos"] | None = None, *, half_length: int = 50,
+def score_heads(model: TransformerBridge, tokens: Int[Tensor, "batch pos"] | None = None, *, half_length: int = 50,
                 n_sequences: int = 100, seed: int = 0, prepend_bos: bool = False, batch_size: int = 20,
                 progress: bool = True) -> HeadScores:
     """Induction, anti-induction and previous-token scores of every head.
@@ -212,7 +212,7 @@ def answer_source_positions(tokenizer, prompt: Prompt, encoded: EncodedPrompt) -
     return prompt_layout(tokenizer, prompt, bool(bos), encoded=encoded).source_pairs()
 
 
-def task_attention_scores(model, prompts: Sequence[Prompt], encoded: Sequence[EncodedPrompt], batch_size: int = 8,
+def task_attention_scores(model: TransformerBridge, prompts: Sequence[Prompt], encoded: Sequence[EncodedPrompt], batch_size: int = 8,
                           progress: bool = True) -> Float[Tensor, "layer head_index"]:
     """Mean attention from each output position to its answer's source position, per head."""
     pairs = [answer_source_positions(model.tokenizer, p, e) for p, e in zip(prompts, encoded)]
@@ -252,7 +252,7 @@ def induction_detection_pattern(tokens: Int[Tensor, "batch pos"]) -> Float[Tenso
     return torch.tril(shifted).float()
 
 
-def detect_induction_batched(model, tokens: Int[Tensor, "batch pos"], batch_size: int = 20,
+def detect_induction_batched(model: TransformerBridge, tokens: Int[Tensor, "batch pos"], batch_size: int = 20,
                              progress: bool = False) -> Float[Tensor, "layer head_index"]:
     """The same numbers as ``detect_head(model, seqs, "induction_head")``, from one batched pass."""
     total = torch.zeros(model.cfg.n_layers, model.cfg.n_heads)

@@ -30,7 +30,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from interp.measure.batching import batched
-from interp.models.bridge import head_weights
+from interp.models.bridge import TransformerBridge, head_weights
 from interp.core.heads import Head
 from interp.core.naming import model_name
 from interp.measure.head_scores import HeadScores, offset_attention, patterns_of_every_layer, repeated_random_tokens, score_heads, token_pool
@@ -64,7 +64,7 @@ def reversed_scores(pattern: Float[Tensor, "batch head_index query_pos key_pos"]
             for name, shift in (("reversed_induction", 1), ("reversed_duplicate", 0), ("reversed_anti_induction", -1))}
 
 
-def probe_scores(model, half_length: int = 50, n_sequences: int = 100, seed: int = 0, batch_size: int = 20,
+def probe_scores(model: TransformerBridge, half_length: int = 50, n_sequences: int = 100, seed: int = 0, batch_size: int = 20,
                  prepend_bos: bool = False, progress: bool = True) -> dict[str, Float[Tensor, "layer head_index"]]:
     """``duplicate_token`` on the paper's probe and the three ``reversed_*`` scores."""
     pool = token_pool(model.tokenizer)
@@ -102,7 +102,7 @@ def _product_squared_norm(a1: Tensor, b1: Tensor, a2: Tensor, b2: Tensor) -> Ten
     return (inner * (b2 @ b2.transpose(-1, -2))).sum(dim=(-2, -1))
 
 
-def composition_scores(model, writers: Sequence[Head]) -> dict[str, Float[Tensor, "layer head_index"]]:
+def composition_scores(model: TransformerBridge, writers: Sequence[Head]) -> dict[str, Float[Tensor, "layer head_index"]]:
     """Per head, the largest K- and V-composition score with any of ``writers`` in an earlier layer.
 
     The writer's OV circuit ``W_V W_O`` is composed with the reader's ``W_K W_Q^T`` (keys) or
@@ -135,7 +135,7 @@ def previous_token_heads(previous_token: Float[Tensor, "layer head_index"],
     return [Head(best // previous_token.shape[1], best % previous_token.shape[1])]
 
 
-def mechanism_scores(model, paper: HeadScores, half_length: int = 50, n_sequences: int = 100, seed: int = 0,
+def mechanism_scores(model: TransformerBridge, paper: HeadScores, half_length: int = 50, n_sequences: int = 100, seed: int = 0,
                      prepend_bos: bool = False, progress: bool = True) -> HeadScores:
     """``paper`` (the paper's three scores, :func:`interp.measure.head_scores.score_heads`) with every score of
     :data:`MECHANISM_SCORES` added.
@@ -155,7 +155,7 @@ def mechanism_scores(model, paper: HeadScores, half_length: int = 50, n_sequence
     return HeadScores(paper.scores | added, paper.model_name or model_name(model), metadata)
 
 
-def all_head_scores(model, half_length: int = 50, n_sequences: int = 100, seed: int = 0, prepend_bos: bool = False,
+def all_head_scores(model: TransformerBridge, half_length: int = 50, n_sequences: int = 100, seed: int = 0, prepend_bos: bool = False,
                     progress: bool = True) -> HeadScores:
     """The paper's three scores and the mechanism scores of every head, in one table.
 

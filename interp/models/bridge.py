@@ -30,7 +30,8 @@ from transformer_lens.model_bridge import TransformerBridge
 from transformer_lens.utilities import get_act_name
 from transformer_lens.weight_processing import ProcessWeights
 
-Hook = tuple[str | Callable[[str], bool], Callable]
+from interp.core.lm import Hook
+
 
 # Names outside TransformerLens' documented API that this module relies on (tests check each).
 PRIVATE_NAMES = ("TransformerBridge._weights_processed", "TransformerBridge.real_components",

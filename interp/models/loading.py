@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from interp.models.bridge import TransformerBridge
 from interp.models import bridge as tl
 from interp.core.weights_files import READ_ERRORS, unreadable_reason
 from interp.core.naming import (EMBEDDED_MODEL, HUB_REPOS, TINY_MODELS, ModelNotFoundError, canonical_name,
@@ -119,7 +120,7 @@ def _prepared_bridge(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
     return tl.boot(model, tokenizer, name, torch.device(device), repo=HUB_REPOS.get(base) or TRAINED_REPOS.get(base))
 
 
-def _finished(bridge, tokenizer: PreTrainedTokenizerBase):
+def _finished(bridge: TransformerBridge, tokenizer: PreTrainedTokenizerBase):
     # The bridge re-creates the tokenizer with add_bos_token=True; record what the model's own
     # tokenizer does, so prompts look like the text the model was trained on.
     bridge.cfg.default_prepend_bos = tokenizer_adds_bos(tokenizer)

@@ -20,6 +20,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
+from interp.models.bridge import TransformerBridge
 from interp.models import bridge as tl
 from interp.core.tables import atomic_path
 from interp.models.converted import PROCESSED_PREFIX
@@ -36,7 +37,7 @@ def processed_weights_file(model_dir: Path, dtype: torch.dtype, device: torch.de
     return Path(model_dir) / f"{PROCESSED_PREFIX}tl{version}-{dtype_name(dtype)}-{torch.device(device).type}.safetensors"
 
 
-def save_processed_weights(bridge, target: Path) -> None:
+def save_processed_weights(bridge: TransformerBridge, target: Path) -> None:
     """Write ``bridge``'s processed weights to ``target`` atomically and record it in the manifest."""
     tensors = tl.processed_state_dict(bridge)
     with atomic_path(target) as staging:
@@ -69,7 +70,7 @@ def _stored(path: Path, device: torch.device) -> dict[str, Tensor] | None:
         return None
 
 
-def install_or_process(bridge, cache_folder: Path, raw: CheckpointFolder | None = None) -> None:
+def install_or_process(bridge: TransformerBridge, cache_folder: Path, raw: CheckpointFolder | None = None) -> None:
     """Bring a freshly booted bridge into compatibility mode, from the cache when it can.
 
     With ``raw`` the bridge's model is empty (:func:`interp.models.lean.empty_hf_model`) and is
