@@ -35,7 +35,13 @@ class CleanBatch:
 
 def run_clean(model: HookedModel, batch: PaddedBatch, layers: Iterable[int]) -> CleanBatch:
     """Score ``batch`` without intervention, keeping ``hook_resid_pre`` of ``layers``; logits are
-    computed at the answer positions only."""
+    computed at the answer positions only.
+
+    >>> batch = next(padded_batches(encoded, 8, pad_token_id(model.tokenizer)))  # doctest: +SKIP
+    >>> clean = run_clean(model, batch, layers=[1])  # doctest: +SKIP
+    >>> sorted(clean.residuals)  # doctest: +SKIP
+    [1]
+    """
     layers = sorted(set(layers))
     names = {act_name("resid_pre", layer) for layer in layers}
     positions = AnswerPositions.of(batch.items).positions
@@ -50,7 +56,13 @@ def replay(model: TransformerBridge, clean: CleanBatch, layer: int, fwd_hooks: S
     """Scores of the batch with blocks ``layer..`` run again under ``fwd_hooks``.
 
     ``copies`` stacks the batch that many times along the batch axis (hooks see rows
-    ``[i * len(batch), (i + 1) * len(batch))`` as copy ``i``); returns one list of rows per copy."""
+    ``[i * len(batch), (i + 1) * len(batch))`` as copy ``i``); returns one list of rows per copy.
+
+    >>> clean = run_clean(model, batch, layers=[1])  # doctest: +SKIP
+    >>> [rows] = replay(model, clean, 1, fwd_hooks=ablation_hooks(model, [(1, 2)]))  # doctest: +SKIP
+    >>> len(rows) == len(batch)  # doctest: +SKIP
+    True
+    """
     if layer not in clean.residuals:
         raise ValueError(f"layer {layer}: the clean run kept only layers {sorted(clean.residuals)}")
     residual = einops.repeat(clean.residuals[layer], "batch pos d_model -> (copies batch) pos d_model", copies=copies)

@@ -113,7 +113,17 @@ def head_sweep(model: TransformerBridge, encoded: Sequence[EncodedPrompt], heads
 def naive_head_sweep(model: HookedModel, encoded: Sequence[EncodedPrompt], heads: Sequence[tuple[int, int]],
                      kind: AblationKind = "zero", means: HeadMeans | None = None, batch_size: int = 8,
                      progress: bool = True) -> SweepResult:
-    """Reference implementation: one full hooked forward per head (for tests and benchmarks)."""
+    """Reference implementation: one full hooked forward per head (for tests and benchmarks).
+
+    >>> from interp.measure.encoding import encode_for
+    >>> from interp.measure.evaluate import task_prompts
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> encoded = encode_for(model, task_prompts(model, "UF", 4, n_examples=3))
+    >>> result = naive_head_sweep(model, encoded, [(0, 1), (1, 2)], progress=False)
+    >>> result.delta_logprob_table(2, 4).shape
+    torch.Size([2, 4])
+    """
     heads = validate_heads(heads, model.cfg.n_layers, model.cfg.n_heads)
     clean = teacher_forced_scores(model, encoded, batch_size, progress=False, every_position=True)
     ablated = [teacher_forced_scores(model, encoded, batch_size, ablation_hooks(model, [h], kind, means), progress=False,

@@ -26,7 +26,13 @@ from interp.measure.teacher_forcing import check_context, logits_at
 
 def greedy_continuation(model: LanguageModel, prompt_ids: Sequence[int], max_new_tokens: int, stop_ids: frozenset[int],
                         fwd_hooks: Sequence[Hook] = ()) -> list[int]:
-    """Greedy tokens after ``prompt_ids`` until a stop token (not included) or the budget."""
+    """Greedy tokens after ``prompt_ids`` until a stop token (not included) or the budget.
+
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> len(greedy_continuation(model, [1, 2, 3], max_new_tokens=2, stop_ids=frozenset()))
+    2
+    """
     ids = list(prompt_ids)
     new: list[int] = []
     for _ in range(max_new_tokens):
@@ -42,7 +48,15 @@ def greedy_continuation(model: LanguageModel, prompt_ids: Sequence[int], max_new
 def greedy_answers(model: LanguageModel, encoded: Sequence[EncodedPrompt], slack: int = 1, fwd_hooks: Sequence[Hook] = (),
                    progress: bool | str = True) -> list[tuple[int, ...]]:
     """Free greedy generation after each prompt, stopped at one of its end tokens or after
-    ``len(answer) + slack`` tokens (one extra token already decides whether a copy stops)."""
+    ``len(answer) + slack`` tokens (one extra token already decides whether a copy stops).
+
+    >>> from interp.measure.evaluate import task_prompts
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> answers = greedy_answers(model, encode_for(model, task_prompts(model, "UF", 4, n_examples=3)), progress=False)
+    >>> len(answers), type(answers[0]).__name__
+    (3, 'tuple')
+    """
     if slack < 1:
         raise ValueError(f"slack={slack} must be >= 1 so that a copy that fails to stop is seen")
     check_context(model, [EncodedPrompt(p.prompt_ids, p.answer_ids + (0,) * slack, p.end) for p in encoded])

@@ -20,7 +20,12 @@ from interp.measure.head_scores import HeadScores
 
 
 def model_dtype(model: nn.Module) -> str:
-    """The dtype of a model's weights as tables record it (``"float32"``, ``"bfloat16"``)."""
+    """The dtype of a model's weights as tables record it (``"float32"``, ``"bfloat16"``).
+
+    >>> from interp.models import load_model
+    >>> model_dtype(load_model("tiny-llama", device="cpu"))
+    'float32'
+    """
     return str(next(model.parameters()).dtype).removeprefix("torch.")
 
 
