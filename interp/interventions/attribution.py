@@ -43,7 +43,19 @@ Metric = Callable[[Float[Tensor, "batch out_pos vocab"]], Float[Tensor, " batch"
 
 def answer_logprob(logits: Float[Tensor, "batch slot vocab"], where: AnswerPositions) -> Float[Tensor, " batch"]:
     """Each row's mean log-probability of its answer tokens from the logits at ``where.positions``
-    (differentiable; the same number as ``interp.measure.teacher_forcing.score_answer``'s mean log-prob)."""
+    (differentiable; the same number as ``interp.measure.teacher_forcing.score_answer``'s mean log-prob).
+
+    >>> from interp.measure.encoding import encode_for
+    >>> from interp.measure.evaluate import task_prompts
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> encoded = encode_for(model, task_prompts(model, "UF", 4, n_examples=2))
+    >>> batch = next(padded_batches(encoded, 2, pad_token_id(model.tokenizer), sort_by_length=False))
+    >>> where = AnswerPositions.of(batch.items)
+    >>> logits = model(batch.tokens).gather(1, where.positions[..., None].expand(-1, -1, 354))
+    >>> answer_logprob(logits, where).shape
+    torch.Size([2])
+    """
     log_probs = logits.float().log_softmax(-1).gather(-1, where.answer_ids.to(logits.device)[..., None])[..., 0]
     mask = where.is_answer.to(logits.device)
     return (log_probs * mask).sum(-1) / mask.sum(-1)
@@ -54,7 +66,11 @@ def answer_logprob(logits: Float[Tensor, "batch slot vocab"], where: AnswerPosit
 
 def ablated_z(z: Float[Tensor, "batch pos head_index d_head"], layer: int, kind: AblationKind,
               means: HeadMeans | None) -> Float[Tensor, "batch pos head_index d_head"]:
-    """What ``interp.interventions.ablation`` puts in place of every head's ``hook_z`` slice."""
+    """What ``interp.interventions.ablation`` puts in place of every head's ``hook_z`` slice.
+
+    >>> ablated_z(torch.ones(1, 2, 3, 4), layer=0, kind="zero", means=None).abs().sum().item()
+    0.0
+    """
     if kind == "zero":
         return torch.zeros_like(z)
     return means.for_layer(layer, z.shape[1]).to(z.device, z.dtype).expand_as(z)
@@ -78,7 +94,12 @@ def attribution_pass(model: HookedModel, tokens: Int[Tensor, "batch pos"], metri
                      watch: Sequence[str] = (), keep: Sequence[str] = ()) -> AttributionPass:
     """The forward and backward pass behind :func:`head_attributions`; ``watch`` names further
     hooks whose values and gradients are returned, ``keep`` hooks whose values alone are (both in
-    ``watched``; a kept value is detached)."""
+    ``watched``; a kept value is detached).
+
+    >>> run = attribution_pass(model, batch.tokens, metric, watch=["blocks.1.attn.hook_pattern"])  # doctest: +SKIP
+    >>> sorted(run.z), sorted(run.watched_grads)  # doctest: +SKIP
+    ([0, 1], ['blocks.1.attn.hook_pattern'])
+    """
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha={alpha} must be between 0 (clean) and 1 (every head ablated)")
     names = [act_name("z", layer) for layer in range(model.cfg.n_layers)]
@@ -120,12 +141,21 @@ def attribution_pass(model: HookedModel, tokens: Int[Tensor, "batch pos"], metri
 
 def z_changes(run: AttributionPass, kind: AblationKind, means: HeadMeans | None
               ) -> dict[int, Float[Tensor, "batch pos head_index d_head"]]:
-    """Per layer, what ablating each head alone changes in its ``hook_z`` slice."""
+    """Per layer, what ablating each head alone changes in its ``hook_z`` slice.
+
+    >>> run = attribution_pass(model, batch.tokens, metric)  # doctest: +SKIP
+    >>> changes = z_changes(run, "zero", None)  # minus each head's z, per layer  # doctest: +SKIP
+    """
     return {layer: ablated_z(z, layer, kind, means) - z for layer, z in run.z.items()}
 
 
 def first_order(run: AttributionPass, changes: dict[int, Tensor]) -> Float[Tensor, "batch layer head_index"]:
-    """``<dmetric/dz, z_ablated - z>`` per head, summed over positions and ``d_head``."""
+    """``<dmetric/dz, z_ablated - z>`` per head, summed over positions and ``d_head``.
+
+    >>> run = attribution_pass(model, batch.tokens, metric)  # doctest: +SKIP
+    >>> first_order(run, z_changes(run, "zero", None)).shape  # batch, layer, head  # doctest: +SKIP
+    torch.Size([2, 2, 4])
+    """
     return torch.stack([einops.einsum(run.z_grads[layer].float(), changes[layer].float(),
                                       "batch pos head d_head, batch pos head d_head -> batch head")
                         for layer in sorted(changes)], dim=1).cpu()
@@ -141,7 +171,12 @@ def head_attributions(model: HookedModel, tokens: Int[Tensor, "batch pos"], metr
     slice alone is ablated. With ``alpha > 0`` every head runs ``alpha`` of the way to its
     ablation (``z + alpha * (z_ablated - z)``) and the gradient is taken there: one point of an
     integrated-gradients path. ``fwd_hooks`` stay active throughout (e.g. heads already
-    ablated, or ``select_positions_hook``, in which case the logits are those positions' only)."""
+    ablated, or ``select_positions_hook``, in which case the logits are those positions' only).
+
+    >>> logits, delta = head_attributions(model, batch.tokens, metric)  # doctest: +SKIP
+    >>> delta.shape  # batch, layer, head  # doctest: +SKIP
+    torch.Size([2, 2, 4])
+    """
     run = attribution_pass(model, tokens, metric, kind, means, fwd_hooks, alpha)
     return run.logits, first_order(run, z_changes(run, kind, means))
 
@@ -298,7 +333,11 @@ def recheck(model: TransformerBridge, encoded: Sequence[EncodedPrompt], screen: 
             means: HeadMeans | None = None, batch_size: int = 8, progress: bool = True) -> Float[Tensor, "layer head_index"]:
     """The screen's estimates with the ``k`` flagged heads (largest estimated change) replaced by
     their exact single-head ablation effect from ``head_sweep``: screen, then pay for ``k``
-    heads instead of all."""
+    heads instead of all.
+
+    >>> screen = attribution_sweep(model, encoded, progress=False)  # doctest: +SKIP
+    >>> table = recheck(model, encoded, screen, k=3, progress=False)  # 3 heads exact, the rest estimated  # doctest: +SKIP
+    """
     table = screen.delta_logprob().clone()
     if k == 0:
         return table
@@ -333,7 +372,13 @@ def _lowest(values: Tensor, k: int) -> list[int]:
 
 def agreement(estimate: Float[Tensor, "layer head_index"], exact: Float[Tensor, "layer head_index"], k: int = 10) -> Agreement:
     """Rank correlation over all heads, and overlap of the ``k`` heads whose ablation lowers the
-    answer log-prob most (and of the ``k`` largest changes either way)."""
+    answer log-prob most (and of the ``k`` largest changes either way).
+
+    >>> estimate = torch.tensor([[-1.0, 0.1], [-0.5, 0.0]])
+    >>> exact = torch.tensor([[-2.0, 0.2], [-0.4, 0.1]])
+    >>> agreement(estimate, exact, k=2).summary()
+    'Spearman 1.000, Pearson 0.960, top-2 overlap 2/2 (largest |change|: 2/2)'
+    """
     from scipy.stats import pearsonr, spearmanr
 
     if estimate.shape != exact.shape:

@@ -55,7 +55,13 @@ def reversed_scores(pattern: Float[Tensor, "batch head_index query_pos key_pos"]
                     bos: int = 0) -> dict[str, Float[Tensor, " head_index"]]:
     """Attention after / at / before the earlier occurrence ``j = 2n - 1 - p`` on a reversed probe,
     over ``p`` in ``[n + 1, 2n - 2]`` (so ``j - 1`` and ``j + 1`` are in the first half and
-    ``j`` is never ``p - 1``); ``bos`` = 1 when the probe starts with BOS."""
+    ``j`` is never ``p - 1``); ``bos`` = 1 when the probe starts with BOS.
+
+    >>> uniform = torch.tril(torch.ones(1, 2, 8, 8))
+    >>> scores = reversed_scores(uniform / uniform.sum(-1, keepdim=True), half_length=4)
+    >>> sorted(scores)
+    ['reversed_anti_induction', 'reversed_duplicate', 'reversed_induction']
+    """
     n = half_length
     queries = torch.arange(n + 1, 2 * n - 1, device=pattern.device)
     earlier = 2 * n - 1 - queries + bos
@@ -66,7 +72,13 @@ def reversed_scores(pattern: Float[Tensor, "batch head_index query_pos key_pos"]
 
 def probe_scores(model: TransformerBridge, half_length: int = 50, n_sequences: int = 100, seed: int = 0, batch_size: int = 20,
                  prepend_bos: bool = False, progress: bool = True) -> dict[str, Float[Tensor, "layer head_index"]]:
-    """``duplicate_token`` on the paper's probe and the three ``reversed_*`` scores."""
+    """``duplicate_token`` on the paper's probe and the three ``reversed_*`` scores.
+
+    >>> from interp.models import load_model
+    >>> scores = probe_scores(load_model("tiny-llama", device="cpu"), half_length=8, n_sequences=4, progress=False)
+    >>> scores["duplicate_token"].shape
+    torch.Size([2, 4])
+    """
     pool = token_pool(model.tokenizer)
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
     totals = {name: torch.zeros(n_layers, n_heads) for name in MECHANISM_SCORES[:4]}
@@ -107,7 +119,13 @@ def composition_scores(model: TransformerBridge, writers: Sequence[Head]) -> dic
 
     The writer's OV circuit ``W_V W_O`` is composed with the reader's ``W_K W_Q^T`` (keys) or
     ``W_V W_O`` (values), normalised by both norms: 1 when the reader reads nothing but the writer's
-    output, about ``1 / sqrt(rank)`` for matched low-rank maps, near zero when they share nothing."""
+    output, about ``1 / sqrt(rank)`` for matched low-rank maps, near zero when they share nothing.
+
+    >>> from interp.models import load_model
+    >>> scores = composition_scores(load_model("tiny-llama", device="cpu"), writers=[Head(0, 1)])
+    >>> sorted(scores), scores["k_composition"].shape
+    (['k_composition', 'v_composition'], torch.Size([2, 4]))
+    """
     weights = head_weights(model)  # per query head: W_Q, W_K, W_V [layer, head, d_model, d_head], W_O [.., d_head, d_model]
     w_q, w_k, w_v, w_o = (weights[name].float() for name in ("W_Q", "W_K", "W_V", "W_O"))
     n_layers, n_heads = w_q.shape[:2]
@@ -127,7 +145,13 @@ def composition_scores(model: TransformerBridge, writers: Sequence[Head]) -> dic
 
 def previous_token_heads(previous_token: Float[Tensor, "layer head_index"],
                          threshold: float = PREVIOUS_TOKEN_THRESHOLD) -> list[Head]:
-    """Heads whose previous-token score is at least ``threshold``; the single best when none is."""
+    """Heads whose previous-token score is at least ``threshold``; the single best when none is.
+
+    >>> previous_token_heads(torch.tensor([[0.1, 0.9], [0.5, 0.2]]), threshold=0.4)
+    [Head(layer=0, head=1), Head(layer=1, head=0)]
+    >>> previous_token_heads(torch.tensor([[0.1, 0.3], [0.2, 0.2]]), threshold=0.4)  # none reaches it: the best
+    [Head(layer=0, head=1)]
+    """
     chosen = [Head(int(l), int(h)) for l, h in (previous_token >= threshold).nonzero().tolist()]
     if chosen:
         return chosen
