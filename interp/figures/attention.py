@@ -49,12 +49,22 @@ MARK_QUERY, MARK_SOURCE, MARK_QUERY_ITEM = "[Q]", "[A]", "[q]"
 
 
 def pattern_hook_name(layer: int) -> str:
+    """The hook whose value :func:`head_patterns` reads: ``hook_pattern`` of ``layer``.
+
+    >>> pattern_hook_name(3)
+    'blocks.3.attn.hook_pattern'
+    """
     return act_name("pattern", layer)
 
 
 def head_patterns(model: HookedModel, tokens: torch.Tensor | Sequence[int], heads: Sequence[HeadLike]) -> torch.Tensor:
     """Attention patterns ``[len(heads), query_pos, key_pos]`` of one sequence, caching only the
-    layers the heads live in."""
+    layers the heads live in.
+
+    >>> from interp.models import load_model
+    >>> head_patterns(load_model("tiny-llama", device="cpu"), [1, 2, 3], ["1.2", "0.1"]).shape  # head, query, key
+    torch.Size([2, 3, 3])
+    """
     heads = parse_heads(list(heads), model.cfg.n_layers, model.cfg.n_heads)
     if not heads:
         raise ValueError("heads: no heads given")
@@ -70,7 +80,13 @@ def head_patterns(model: HookedModel, tokens: torch.Tensor | Sequence[int], head
 
 
 def token_label(tokenizer, token_id: int) -> str:
-    """A readable label for one token: newlines and tabs shown as symbols, never empty."""
+    """A readable label for one token: newlines and tabs shown as symbols, never empty.
+
+    >>> from interp.models.tiny import tiny_tokenizer
+    >>> tokenizer = tiny_tokenizer()
+    >>> token_label(tokenizer, tokenizer.encode("\\n", add_special_tokens=False)[0])
+    '↵'
+    """
     text = tokenizer.decode([token_id])
     text = text.replace("\n", "↵").replace("\t", "⇥").replace("\r", "␍")
     # keep the label from ending the inline <script> it is embedded in
@@ -181,7 +197,10 @@ def _self_closing_div_fix(src: str) -> str:
 
 
 def circuitsvis_html(view: AttentionView, kind: ViewKind = "heads") -> str:
-    """The circuitsvis element(s) with the JavaScript bundle inlined (no CDN)."""
+    """The circuitsvis element(s) with the JavaScript bundle inlined (no CDN).
+
+    >>> html_text = circuitsvis_html(attention_view(load_model("planted-ub"), "UB", "1.1"))  # doctest: +SKIP
+    """
     import circuitsvis.attention as cv_attention
 
     if kind not in VIEW_KINDS:
@@ -317,5 +336,9 @@ def _score_table(view: AttentionView) -> str:
 
 
 def save_attention_view(view: AttentionView, path: str | Path, kind: ViewKind = "heads") -> Path:
-    """Write the page for ``view`` to ``path`` (atomically) and return the path."""
+    """Write the page for ``view`` to ``path`` (atomically) and return the path.
+
+    >>> save_attention_view(attention_view(load_model("planted-ub"), "UB", "1.1"), "ub.html")  # doctest: +SKIP
+    PosixPath('ub.html')
+    """
     return atomic_write_text(path, attention_page(view, kind))
