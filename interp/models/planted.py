@@ -114,6 +114,11 @@ class PlantedConfig:
 
 
 def is_planted(name: str) -> bool:
+    """Whether ``name`` is one of the planted-circuit models (``planted-ub``, ...).
+
+    >>> is_planted("planted-ub"), is_planted("tiny-gpt2")
+    (True, False)
+    """
     return str(name).startswith("planted-")
 
 
@@ -135,26 +140,54 @@ def planted_heads(name: str) -> dict[str, Head]:
 
 
 def separator_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
-    """Tokens that end a string to copy: the prompt's ``:`` and the edge protocol's ``,``."""
+    """Tokens that end a string to copy: the prompt's ``:`` and the edge protocol's ``,``.
+
+    >>> from interp.models.planted_vocab import planted_tokenizer
+    >>> separator_ids(planted_tokenizer())
+    [170, 3]
+    """
     return [single_id(tokenizer, SEPARATOR), single_id(tokenizer, EDGE_SEPARATORS[0])]
 
 
 def start_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
-    """Tokens just before a string to copy: the end of ``<bos>`` and the tokenizer's BOS."""
+    """Tokens just before a string to copy: the end of ``<bos>`` and the tokenizer's BOS.
+
+    >>> from interp.models.planted_vocab import planted_tokenizer
+    >>> start_ids(planted_tokenizer())
+    [17, 0]
+    """
     return [last_id(tokenizer, BOS_MARKER), tokenizer.bos_token_id]
 
 
 def copyable_ids(tokenizer: PreTrainedTokenizerBase) -> dict[int, int]:
-    """Token -> the token a copying head writes for it: each item to itself, a separator to ``<eos>``."""
+    """Token -> the token a copying head writes for it: each item to itself, a separator to ``<eos>``.
+
+    >>> from interp.models.planted_vocab import planted_tokenizer
+    >>> tokenizer = planted_tokenizer()
+    >>> copyable_ids(tokenizer)[first_id(tokenizer, " a")] == first_id(tokenizer, " a")  # an item copies to itself
+    True
+    """
     items = {single_id(tokenizer, " " + item): single_id(tokenizer, " " + item) for item in ALNUM}
     return items | {sep: first_id(tokenizer, END_MARKER) for sep in separator_ids(tokenizer)}
 
 
 def first_id(tokenizer: PreTrainedTokenizerBase, text: str) -> int:
+    """The first token of ``text``.
+
+    >>> from interp.models.planted_vocab import planted_tokenizer
+    >>> first_id(planted_tokenizer(), " a b")
+    74
+    """
     return tokenizer.encode(text, add_special_tokens=False)[0]
 
 
 def last_id(tokenizer: PreTrainedTokenizerBase, text: str) -> int:
+    """The last token of ``text``.
+
+    >>> from interp.models.planted_vocab import planted_tokenizer
+    >>> last_id(planted_tokenizer(), " a b")
+    77
+    """
     return tokenizer.encode(text, add_special_tokens=False)[-1]
 
 
@@ -264,7 +297,12 @@ def _centred_one_hots(count: int, offset: int, d_model: int) -> torch.Tensor:
 
 
 def planted_state(config: PlantedConfig, tokenizer: PreTrainedTokenizerBase) -> tuple[GPT2Config, dict[str, torch.Tensor]]:
-    """The GPT-2 config and the full (planted, then mixed) state dict of a planted model."""
+    """The GPT-2 config and the full (planted, then mixed) state dict of a planted model.
+
+    >>> config, state = planted_state(PlantedConfig.from_name("planted-ub"), planted_tokenizer())
+    >>> config.n_layer, len(state) > 0
+    (2, True)
+    """
     layout = ResidualLayout(len(tokenizer), N_CTX)
     d, dh = layout.d_model, layout.d_head
     n_heads = d // dh
@@ -299,7 +337,11 @@ def planted_state(config: PlantedConfig, tokenizer: PreTrainedTokenizerBase) -> 
 
 
 def einops_heads(per_head: torch.Tensor) -> torch.Tensor:
-    """``[head, d_model, d_head]`` -> GPT-2's ``[d_model, head * d_head]`` column layout."""
+    """``[head, d_model, d_head]`` -> GPT-2's ``[d_model, head * d_head]`` column layout.
+
+    >>> einops_heads(torch.zeros(2, 8, 4)).shape  # 2 heads of d_head 4 in a d_model of 8
+    torch.Size([8, 8])
+    """
     import einops
 
     return einops.rearrange(per_head, "head d_model d_head -> d_model (head d_head)")
@@ -307,7 +349,11 @@ def einops_heads(per_head: torch.Tensor) -> torch.Tensor:
 
 def mix_with_noise(state: dict[str, torch.Tensor], strength: float, seed: int) -> dict[str, torch.Tensor]:
     """``strength * planted + (1 - strength) * random`` for every tensor of ``state``, each random
-    tensor seeded and scaled to its planted tensor's norm."""
+    tensor seeded and scaled to its planted tensor's norm.
+
+    >>> mix_with_noise({"w": torch.ones(2, 2)}, strength=1.0, seed=0)["w"].tolist()  # strength 1: the planted weights
+    [[1.0, 1.0], [1.0, 1.0]]
+    """
     if strength == 1.0:
         return state
     generator = torch.Generator().manual_seed(seed)
@@ -318,7 +364,10 @@ def mix_heads(writer: _Writer, strength: float, seed: int) -> None:
     """Mix each head's ``W_Q``, ``W_K``, ``W_V``, ``W_O`` and ``b_Q`` with seeded noise of that
     head's own norm (so every planted head keeps the same signal-to-noise ratio, whatever its
     margins); a head with nothing planted gets noise of the mean norm of the planted heads of its
-    layer, so the empty heads become random heads."""
+    layer, so the empty heads become random heads.
+
+    >>> mix_heads(writer, strength=0.5, seed=0)  # every head halfway to noise of its own norm  # doctest: +SKIP
+    """
     if strength == 1.0:
         return
     generator = torch.Generator().manual_seed(seed + 1)
