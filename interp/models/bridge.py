@@ -67,11 +67,7 @@ def boot(hf_model, tokenizer, name: str, device: torch.device, repo: str | None 
     """A bridge around ``hf_model`` (not yet in compatibility mode), named ``name`` in its config;
     ``repo`` is the model's Hugging Face repository when ``name`` is not. An empty (meta) model gets
     its synthetic buffers, and is filled later (:func:`install_processed_weights`,
-    :func:`process_in_chunks`, :func:`fill_empty_parameters`).
-
-    >>> from interp.models.tiny import tiny_hf_model
-    >>> bridge = boot(*tiny_hf_model("tiny-llama"), "tiny-llama", torch.device("cpu"))  # doctest: +SKIP
-    """
+    :func:`process_in_chunks`, :func:`fill_empty_parameters`)."""
     bridge = TransformerBridge.boot_transformers(repo or name, hf_model=hf_model, tokenizer=tokenizer,
                                                  device=device, dtype=hf_model.dtype)
     bridge.cfg.model_name = name
@@ -82,32 +78,19 @@ def boot(hf_model, tokenizer, name: str, device: torch.device, repo: str | None 
 
 def enable_compatibility(bridge: TransformerBridge, process_weights: bool) -> None:
     """HookedTransformer hook names; with ``process_weights`` also its weight processing
-    (layer norms folded, writing weights centred), else the weights are installed later.
-
-    >>> enable_compatibility(bridge, process_weights=True)  # doctest: +SKIP
-    """
+    (layer norms folded, writing weights centred), else the weights are installed later."""
     bridge.enable_compatibility_mode(disable_warnings=True, no_processing=not process_weights)
     if process_weights:
         make_weights_contiguous(bridge)
 
 
 def process_weights(bridge: TransformerBridge) -> None:
-    """Process the weights of a bridge put in compatibility mode without processing.
-
-    >>> enable_compatibility(bridge, process_weights=False)  # doctest: +SKIP
-    >>> process_weights(bridge)  # doctest: +SKIP
-    """
+    """Process the weights of a bridge put in compatibility mode without processing."""
     bridge.process_weights()
     make_weights_contiguous(bridge)
 
 
 def weights_processed(bridge: TransformerBridge) -> bool:
-    """Whether the bridge's weights are processed (folded and centred) already.
-
-    >>> from interp.models import load_model
-    >>> weights_processed(load_model("tiny-llama", device="cpu"))
-    True
-    """
     return bool(bridge._weights_processed)
 
 
@@ -116,10 +99,7 @@ def make_weights_contiguous(bridge: TransformerBridge) -> None:
 
     Processing leaves some weights as transposed views (GPT-2's split ``c_attn``), while weights
     read back from a file are contiguous; the two layouts take different matmul kernels and
-    differ in the last bit. One layout for both paths makes them compute identically.
-
-    >>> make_weights_contiguous(bridge)  # doctest: +SKIP
-    """
+    differ in the last bit. One layout for both paths makes them compute identically."""
     with torch.no_grad():
         for param in bridge.parameters():
             if not param.is_contiguous():
@@ -127,13 +107,7 @@ def make_weights_contiguous(bridge: TransformerBridge) -> None:
 
 
 def processed_state_dict(bridge: TransformerBridge) -> dict[str, Tensor]:
-    """The processed weights as CPU tensors that can be saved (tied weights get their own copy).
-
-    >>> from interp.models import load_model
-    >>> state = processed_state_dict(load_model("tiny-llama", device="cpu"))
-    >>> all(tensor.device.type == "cpu" for tensor in state.values())
-    True
-    """
+    """The processed weights as CPU tensors that can be saved (tied weights get their own copy)."""
     if not weights_processed(bridge):
         raise ValueError("the bridge's weights are not processed: call enable_compatibility(bridge, True) first")
     tensors: dict[str, Tensor] = {}
@@ -148,13 +122,7 @@ def processed_state_dict(bridge: TransformerBridge) -> dict[str, Tensor]:
 
 
 def state_dict_mismatch(bridge: TransformerBridge, state_dict: dict[str, Tensor]) -> str | None:
-    """Why ``state_dict`` cannot be installed into ``bridge`` (keys or shapes), or None.
-
-    >>> from interp.models import load_model
-    >>> model = load_model("tiny-llama", device="cpu")
-    >>> state_dict_mismatch(model, processed_state_dict(model)) is None
-    True
-    """
+    """Why ``state_dict`` cannot be installed into ``bridge`` (keys or shapes), or None."""
     expected = bridge.state_dict(keep_vars=True)
     # Folding value biases gives a bias-free output projection (Qwen2's o_proj) a bias, which
     # installing creates: such a bias is not in a fresh bridge, its weight is.
@@ -172,10 +140,7 @@ def install_processed_weights(bridge: TransformerBridge, state_dict: dict[str, T
     """Put processed weights into a bridge in compatibility mode without processing, leaving it
     as ``process_weights`` would (TransformerLens' own distribution path, then the adapter's
     post-processing). The tensors are installed by assignment: an empty model is filled without
-    a copy, and memory-mapped tensors stay mapped.
-
-    >>> install_processed_weights(bridge, torch.load("processed.pt"))  # doctest: +SKIP
-    """
+    a copy, and memory-mapped tensors stay mapped."""
     if weights_processed(bridge):
         raise ValueError("the bridge's weights are already processed")
     problem = state_dict_mismatch(bridge, {k: v for k, v in state_dict.items()})
@@ -199,9 +164,8 @@ NamedReader = Callable[[Sequence[str], str], Tensor]  # (checkpoint names of one
 def is_empty(module: nn.Module) -> bool:
     """Whether some parameter is still on the meta device (an empty model, not yet filled).
 
-    >>> from interp.models import load_model
-    >>> is_empty(load_model("tiny-llama", device="cpu"))
-    False
+    >>> is_empty(nn.Linear(2, 2)), is_empty(nn.Linear(2, 2, device="meta"))
+    (False, True)
     """
     return any(p.is_meta for p in module.parameters())
 
@@ -209,13 +173,7 @@ def is_empty(module: nn.Module) -> bool:
 def checkpoint_names(model: nn.Module) -> dict[int, list[str]]:
     """Every checkpoint name of each parameter (tied weights have several), keyed by the
     parameter's id: a booted bridge wraps each HF module, adding ``._original_component`` to the
-    module paths, and the checkpoint names are the paths without it.
-
-    >>> from interp.models.tiny import tiny_hf_model
-    >>> model = tiny_hf_model("tiny-llama")[0]
-    >>> checkpoint_names(model)[id(model.model.embed_tokens.weight)]
-    ['model.embed_tokens.weight']
-    """
+    module paths, and the checkpoint names are the paths without it."""
     names: dict[int, list[str]] = {}
     for name, param in model.named_parameters(remove_duplicate=False):
         names.setdefault(id(param), []).append(name.replace("._original_component", ""))
@@ -224,10 +182,7 @@ def checkpoint_names(model: nn.Module) -> dict[int, list[str]]:
 
 def materialize_synthetic_buffers(bridge: TransformerBridge) -> None:
     """A bias-free unembedding gets a fixed zero ``bias`` buffer when the bridge boots, on the
-    meta device for an empty model: give it its zeros. Any other empty buffer is an error.
-
-    >>> materialize_synthetic_buffers(bridge)  # an empty bridge's zero unembedding bias  # doctest: +SKIP
-    """
+    meta device for an empty model: give it its zeros. Any other empty buffer is an error."""
     device = torch.device(bridge.cfg.device)
     for module_name, module in bridge.original_model.named_modules():
         for name, buffer in list(module.named_buffers(recurse=False)):
@@ -241,10 +196,7 @@ def materialize_synthetic_buffers(bridge: TransformerBridge) -> None:
 
 def fill_empty_parameters(bridge: TransformerBridge, read: NamedReader) -> None:
     """Give every parameter still on the meta device its tensor from ``read`` (the ones
-    processing does not touch, or all of them); tied parameters stay tied.
-
-    >>> fill_empty_parameters(bridge, read)  # read(names, what) -> the tensor from the checkpoint  # doctest: +SKIP
-    """
+    processing does not touch, or all of them); tied parameters stay tied."""
     names = checkpoint_names(bridge.original_model)
     filled: dict[int, nn.Parameter] = {}
     for module_name, module in bridge.original_model.named_modules():
@@ -262,12 +214,7 @@ def fill_empty_parameters(bridge: TransformerBridge, read: NamedReader) -> None:
 def can_process_in_chunks(bridge: TransformerBridge) -> bool:
     """Chunking is exact only when no processing step looks across chunks: the adapter must not
     preprocess the whole state dict, no logit softcap (centring is skipped then), no
-    encoder-decoder, and no batched experts (folded on the live model).
-
-    >>> from interp.models import load_model
-    >>> can_process_in_chunks(load_model("tiny-llama", device="cpu"))
-    True
-    """
+    encoder-decoder, and no batched experts (folded on the live model)."""
     from transformer_lens.model_bridge.architecture_adapter import ArchitectureAdapter
     from transformer_lens.model_bridge.generalized_components.moe import has_batched_experts
 
@@ -310,10 +257,7 @@ def process_in_chunks(bridge: TransformerBridge, read: NamedReader, progress: bo
     """Process the raw weights ``read`` gives into a bridge booted on an empty model (compatibility
     mode without processing) one chunk at a time, leaving it as ``enable_compatibility_mode()``
     would: every processing step reads one block's own tensors (and the globals only the global
-    chunk), so the result is bit-identical to processing everything at once.
-
-    >>> process_in_chunks(bridge, read, progress=True)  # doctest: +SKIP
-    """
+    chunk), so the result is bit-identical to processing everything at once."""
     from tqdm.auto import tqdm
 
     if weights_processed(bridge):
@@ -364,11 +308,7 @@ class _PassThrough(nn.Module):
 def bypass_blocks_below(model: TransformerBridge, layer: int, unembed: bool = True) -> Iterator[None]:
     """Inside, blocks ``0..layer-1`` cost nothing (a forward that starts at ``layer`` discards
     their output anyway) and, with ``unembed``, the unembedding returns the final normalized
-    residual, so callers unembed only the positions they need (:func:`unembed_residual`).
-
-    >>> with bypass_blocks_below(model, 1):  # doctest: +SKIP
-    ...     final = run_from_layer(model, residual, 1)
-    """
+    residual, so callers unembed only the positions they need (:func:`unembed_residual`)."""
     swapped = [(block, block.original_component) for block in list(model.blocks)[:layer]]
     if unembed:
         swapped.append((model.unembed, model.unembed.original_component))
@@ -382,27 +322,14 @@ def bypass_blocks_below(model: TransformerBridge, layer: int, unembed: bool = Tr
 
 
 def unembed_residual(model: TransformerBridge, residual: Float[Tensor, "*rows d_model"]) -> Float[Tensor, "*rows d_vocab"]:
-    """The model's own unembedding applied to final (normalized) residuals.
-
-    >>> from interp.models import load_model
-    >>> model = load_model("tiny-llama", device="cpu")
-    >>> unembed_residual(model, torch.zeros(3, model.cfg.d_model)).shape
-    torch.Size([3, 354])
-    """
+    """The model's own unembedding applied to final (normalized) residuals."""
     return model.unembed.original_component(residual)
 
 
 def run_from_layer(model: TransformerBridge, residual: Float[Tensor, "batch pos d_model"], layer: int,
                    fwd_hooks: Sequence[Hook] = ()) -> Float[Tensor, "batch pos d_model"]:
     """Blocks ``layer..`` on ``residual`` (the stream entering ``layer``); returns the final
-    normalized residual (no unembedding).
-
-    >>> from interp.models import load_model
-    >>> model = load_model("tiny-llama", device="cpu")
-    >>> _, cache = model.run_with_cache(torch.tensor([[1, 2, 3]]), names_filter=act_name("resid_pre", 1))
-    >>> run_from_layer(model, cache[act_name("resid_pre", 1)], 1).shape  # the final normalized residual
-    torch.Size([1, 3, 64])
-    """
+    normalized residual (no unembedding)."""
     with torch.no_grad(), bypass_blocks_below(model, layer):
         return model.run_with_hooks(residual, start_at_layer=layer, fwd_hooks=list(fwd_hooks))
 
@@ -414,15 +341,7 @@ class _Stop(Exception):
 def run_until(model: TransformerBridge, tokens: Int[Tensor, "batch pos"], last_hook: str,
               fwd_hooks: Sequence[Hook] = ()) -> None:
     """Run the forward pass with ``fwd_hooks`` and stop as soon as ``last_hook`` has fired (its
-    own hooks in ``fwd_hooks`` included): the layers after it, and the unembedding, never run.
-
-    >>> from interp.models import load_model
-    >>> seen = []
-    >>> run_until(load_model("tiny-llama", device="cpu"), torch.tensor([[1, 2, 3]]), act_name("z", 0),
-    ...           [(act_name("z", 0), lambda z, hook: seen.append(z.shape))])
-    >>> seen
-    [torch.Size([1, 3, 4, 16])]
-    """
+    own hooks in ``fwd_hooks`` included): the layers after it, and the unembedding, never run."""
 
     if last_hook not in model.hook_dict:
         raise ValueError(f"the model has no hook {last_hook!r} (e.g. {act_name('pattern', 0)!r})")
@@ -455,10 +374,7 @@ def apply_rotary(model: TransformerBridge, x: Float[Tensor, "*#rows head d_head"
     """RoPE as the bridge's rotary attention applies it to ``hook_q`` / ``hook_k`` (giving
     ``hook_rot_q`` / ``hook_rot_k``): halves rotated, Hugging Face's ``rotate_half``; linear in
     ``x``, so it also rotates a change of a query or key. ``cos`` and ``sin`` come from
-    :func:`rotary_hook_names` at the same rows.
-
-    >>> rotated = apply_rotary(model, cache[act_name("q", 1)], cache["blocks.1.attn.hook_cos"], cache["blocks.1.attn.hook_sin"])  # doctest: +SKIP
-    """
+    :func:`rotary_hook_names` at the same rows."""
     if getattr(model.cfg, "rotary_adjacent_pairs", False) or x.shape[-1] != cos.shape[-1]:
         raise NotImplementedError("only full-width rotary embeddings on rotated halves are supported")
     first, second = x.chunk(2, dim=-1)
@@ -471,13 +387,7 @@ def apply_rotary(model: TransformerBridge, x: Float[Tensor, "*#rows head d_head"
 def head_weights(model: TransformerBridge) -> dict[str, Float[Tensor, "layer head_index ..."]]:
     """``W_Q``, ``W_K``, ``W_V`` ``[layer, head, d_model, d_head]`` and ``W_O`` ``[layer, head,
     d_head, d_model]`` of the processed weights, one entry per *query* head: under grouped-query
-    attention each key/value head is repeated for the query heads that share it.
-
-    >>> from interp.models import load_model
-    >>> weights = head_weights(load_model("tiny-llama", device="cpu"))
-    >>> weights["W_Q"].shape, weights["W_O"].shape  # layer, head, ...
-    (torch.Size([2, 4, 64, 16]), torch.Size([2, 4, 16, 64]))
-    """
+    attention each key/value head is repeated for the query heads that share it."""
     n_heads = model.cfg.n_heads
     weights = {name: getattr(model, name).detach() for name in ("W_Q", "W_K", "W_V", "W_O")}
     for name in ("W_K", "W_V"):
