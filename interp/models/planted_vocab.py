@@ -107,3 +107,21 @@ class ResidualLayout:
         used = self.flag + 2
         n_heads = -(-used // self.d_head)
         return max(4, n_heads) * self.d_head
+
+
+def first_id(tokenizer: PreTrainedTokenizerBase, text: str) -> int:
+    """The first token of ``text``.
+
+    >>> first_id(planted_tokenizer(), " a b")
+    74
+    """
+    return tokenizer.encode(text, add_special_tokens=False)[0]
+
+
+def last_id(tokenizer: PreTrainedTokenizerBase, text: str) -> int:
+    """The last token of ``text``.
+
+    >>> last_id(planted_tokenizer(), " a b")
+    77
+    """
+    return tokenizer.encode(text, add_special_tokens=False)[-1]
