@@ -29,7 +29,11 @@ PER_MODEL_FIGURES = {"head_scores": head_scores_figure, "directional_bias": accu
 
 def result_files(results_dir: Path, name: str) -> list[Path]:
     """``name`` and its variants for other runs (``ablation_ub.csv`` beside ``ablation.csv``);
-    summaries (``*_summary*``) are tables of their own."""
+    summaries (``*_summary*``) are tables of their own.
+
+    >>> [path.name for path in result_files(Path("tests/fixtures/results"), "ablation.csv")]  # from the repository's root
+    ['ablation.csv']
+    """
     base = Path(name).stem
     found = [results_dir / name] if (results_dir / name).exists() else []
     found += sorted(p for p in results_dir.glob(f"{base}_*.csv") if "summary" not in p.stem)

@@ -68,7 +68,11 @@ def hf_names(model: nn.Module, architecture: str, n_layers: int) -> dict[str, st
 
 
 def reverse_permute(weights: np.ndarray, n_head: int) -> np.ndarray:
-    """Undo llama.cpp's q/k row permutation (as transformers' LlamaTensorProcessor does)."""
+    """Undo llama.cpp's q/k row permutation (as transformers' LlamaTensorProcessor does).
+
+    >>> reverse_permute(np.arange(8 * 3).reshape(8, 3), n_head=2).shape  # rows reordered within each head
+    (8, 3)
+    """
     dim = weights.shape[0] // n_head // 2
     return weights.reshape(n_head, dim, 2, *weights.shape[1:]).swapaxes(2, 1).reshape(weights.shape)
 
