@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 
+from interp.models.bridge import TransformerBridge
 from interp.interventions.ablation import ABLATION_KINDS, compute_head_means
 from interp.interventions.attribution import DEFAULT_QK_ROWS, SCREENS, attribution_sweep, recheck
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
@@ -33,7 +34,7 @@ from interp.data.tasks import TASK_NAMES, get_task
 from interp.measure.teacher_forcing import check_context
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> Parser:
     parser = Parser(__doc__)
     add_model_args(parser)
     add_output_args(parser)
@@ -57,13 +58,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --screen first-order: integrated-gradient points (default: 1, plain attribution)")
     parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--batch-size", type=positive_int, default=8)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def check_method_args(parser: Parser, args) -> None:
+    """Refuse options that refine a method other than the one chosen (one line naming them)."""
     if args.method == "exact" and (args.recheck or args.ig_steps != 1):
         fail(parser, "--recheck/--ig-steps", "they refine --method attribution; the exact sweep needs neither")
     if args.ig_steps != 1 and args.screen != "first-order":
         fail(parser, "--ig-steps", "integrated gradients refine the first-order screen; add --screen first-order")
     if args.recheck < 0:
         fail(parser, "--recheck", f"expected a number of heads >= 0, got {args.recheck}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_method_args(parser, args)
     try:
         heads = parse_heads(args.heads, name="--heads") if args.heads else None
     except ValueError as err:
@@ -92,20 +103,25 @@ def main(argv: list[str] | None = None) -> int:
         means = compute_head_means(model, reference, progress=not args.quiet)
     if args.method == "attribution":
         screen_heads(parser, model, encoded, spec.name, length, heads, means, args)
-        return 0
-    result = head_sweep(model, encoded, heads, kind=args.kind, means=means, batch_size=args.batch_size,
-                        progress=not args.quiet)
-    rows = result.rows(spec.name, length, model_name(model))
-    write_table(rows, args.out / f"head_sweep{results_suffix(args)}", metadata={"args": vars(args)})
-    worst = sorted(rows, key=lambda r: r["delta_logprob"])[:10]
-    print(f"clean accuracy {result.clean.accuracy:.3f}; heads whose ablation hurts {spec.name} most (log-prob):")
-    for r in worst:
-        print(f"  {r['layer']}.{r['head']}: accuracy {r['accuracy']:.3f} ({r['delta_accuracy']:+.3f}), "
-              f"log-prob change {r['delta_logprob']:+.3f}")
+    else:
+        sweep_heads(model, encoded, spec.name, length, heads, means, args)
     return 0
 
 
-def screen_heads(parser, model, encoded, task: str, length: int, heads, means, args) -> None:
+def sweep_heads(model: TransformerBridge, encoded, task: str, length: int, heads, means, args) -> None:
+    """The exact sweep (one ablated pass per head), written as a table, with the worst heads printed."""
+    result = head_sweep(model, encoded, heads, kind=args.kind, means=means, batch_size=args.batch_size,
+                        progress=not args.quiet)
+    rows = result.rows(task, length, model_name(model))
+    write_table(rows, args.out / f"head_sweep{results_suffix(args)}", metadata={"args": vars(args)})
+    worst = sorted(rows, key=lambda r: r["delta_logprob"])[:10]
+    print(f"clean accuracy {result.clean.accuracy:.3f}; heads whose ablation hurts {task} most (log-prob):")
+    for r in worst:
+        print(f"  {r['layer']}.{r['head']}: accuracy {r['accuracy']:.3f} ({r['delta_accuracy']:+.3f}), "
+              f"log-prob change {r['delta_logprob']:+.3f}")
+
+
+def screen_heads(parser, model: TransformerBridge, encoded, task: str, length: int, heads, means, args) -> None:
     """The attribution screen of every head (rows of ``heads`` only, when given), with the
     ``--recheck`` largest estimates replaced by exact values."""
     if args.recheck > model.cfg.n_layers * model.cfg.n_heads:

@@ -13,7 +13,7 @@ import sys
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         input_error_argument, load_model_from_args, name_list, positive_int, positive_int_list,
                         prompt_config_from_args, results_suffix, run, seed, source_from_args)
-from interp.core.lm import context_length
+from interp.core.lm import LanguageModel, context_length
 from interp.core.locking import TableLock
 from interp.core.naming import model_name
 from interp.core.tables import to_markdown, write_table
@@ -23,7 +23,7 @@ from interp.experiments import AblationConfig, ablation_prompt_sets, add_task_at
 from interp.measure.score_tables import model_dtype
 
 
-def check_probe_length(parser: Parser, model, half_length: int, bos: bool) -> None:
+def check_probe_length(parser: Parser, model: LanguageModel, half_length: int, bos: bool) -> None:
     """Refuse a probe longer than the model's context (one line naming --half-length)."""
     n_ctx, tokens = context_length(model), 2 * half_length + int(bos)
     if n_ctx is not None and tokens > n_ctx:

@@ -62,7 +62,11 @@ def _index(value, item: object, name: str) -> int:
 def validate_heads(heads: str | Iterable[object], n_layers: int | None = None, n_heads: int | None = None,
                    name: str = "heads") -> list[Head]:
     """Heads as ``Head`` tuples (order and duplicates kept), each checked against the model's
-    ``n_layers`` x ``n_heads``; a ``ValueError`` names ``name`` and the model's shape."""
+    ``n_layers`` x ``n_heads``; a ``ValueError`` names ``name`` and the model's shape.
+
+    >>> validate_heads(["18.6", (17, 3)], n_layers=30, n_heads=9)
+    [Head(layer=18, head=6), Head(layer=17, head=3)]
+    """
     if isinstance(heads, str):
         heads = [s for s in _SPLIT_RE.split(heads.strip()) if s]
     elif isinstance(heads, tuple) and len(heads) == 2 and all(isinstance(x, int) for x in heads):
@@ -92,6 +96,13 @@ def parse_heads(spec: str | Iterable[object] | None, n_layers: int | None = None
     ``(layer, head)`` pairs. With ``n_layers`` / ``n_heads`` every head is range-checked; errors are
     ``ValueError`` naming ``name`` (the argument, e.g. ``"--heads"``) and the model's shape.
     An empty spec (``""`` or ``None``) gives ``[]``; callers that need heads should check for that.
+
+    >>> parse_heads("18.6,17.3,18.6")
+    [Head(layer=18, head=6), Head(layer=17, head=3)]
+    >>> parse_heads("1.9", n_layers=2, n_heads=4, name="--heads")
+    Traceback (most recent call last):
+    ...
+    ValueError: ...
     """
     if spec is None:
         return []
@@ -99,5 +110,9 @@ def parse_heads(spec: str | Iterable[object] | None, n_layers: int | None = None
 
 
 def format_heads(heads: Iterable[HeadLike]) -> str:
-    """``[Head(18, 6), Head(17, 3)]`` -> ``"18.6;17.3"`` (the ``heads`` column of results tables)."""
+    """``[Head(18, 6), Head(17, 3)]`` -> ``"18.6;17.3"`` (the ``heads`` column of results tables).
+
+    >>> format_heads([(18, 6), Head(17, 3)])
+    '18.6;17.3'
+    """
     return ";".join(str(h) for h in validate_heads(heads))

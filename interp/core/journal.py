@@ -32,12 +32,22 @@ OPTIONAL_NUMBER = (int, float, type(None))
 
 
 def config_digest(config: Mapping) -> str:
-    """A short digest of a JSON-ready configuration (key order does not matter)."""
+    """A short digest of a JSON-ready configuration (key order does not matter).
+
+    >>> config_digest({"task": "UF", "n": 16}) == config_digest({"n": 16, "task": "UF"})
+    True
+    """
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def shape_problem(row: object, shape: RowShape) -> str | None:
-    """Why ``row`` does not have ``shape`` (None when it does)."""
+    """Why ``row`` does not have ``shape`` (None when it does).
+
+    >>> shape_problem({"layer": 3, "score": 0.5}, {"layer": int, "score": NUMBER}) is None
+    True
+    >>> shape_problem({"layer": "3"}, {"layer": int, "score": NUMBER})
+    "lacks ['score']"
+    """
     if not isinstance(row, dict):
         return f"expected a row object, got {type(row).__name__}"
     missing = [k for k in shape if k not in row]

@@ -1,10 +1,17 @@
-"""What the evaluators need from a model, as a ``Protocol``: a TransformerLens bridge satisfies it,
-and so does :class:`interp.training.HFForward`, a plain Hugging Face model seen the same way."""
+"""What the library needs from a model, as ``Protocol`` s.
+
+:class:`LanguageModel` is what the evaluators need (tokens in, logits out): a TransformerLens bridge
+satisfies it, and so does :class:`interp.training.HFForward`, a plain Hugging Face model seen the same
+way. :class:`HookedModel` adds TransformerLens' public hook API (hooks by name, caches), which the
+interventions and the attention readers use. What needs more than that (the weights, running from a
+layer) takes a ``TransformerBridge`` and goes through :mod:`interp.models.bridge`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from jaxtyping import Float, Int
@@ -38,7 +45,34 @@ class LanguageModel(Protocol):
     def __call__(self, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos d_vocab"]: ...
 
 
-def context_length(model) -> int | None:
-    """The longest sequence ``model`` takes (``cfg.n_ctx``), or None when it does not say."""
+Hook = tuple[str | Callable[[str], bool], Callable]
+
+
+@runtime_checkable
+class HookedModel(LanguageModel, Protocol):
+    """A :class:`LanguageModel` that also runs with hooks named as TransformerLens names them
+    (``blocks.3.attn.hook_z``) and caches activations: a TransformerLens bridge.
+
+    >>> from interp.models import load_model
+    >>> isinstance(load_model("tiny-gpt2", device="cpu"), HookedModel)
+    True
+    """
+
+    def run_with_hooks(self, tokens: Int[Tensor, "batch pos"], *, fwd_hooks: Sequence[Hook] = ...,
+                       **kwargs: Any) -> Any: ...
+
+    def run_with_cache(self, tokens: Int[Tensor, "batch pos"], *, names_filter: Any = ...,
+                       **kwargs: Any) -> tuple[Any, Any]: ...
+
+    def hooks(self, fwd_hooks: Sequence[Hook] = ..., **kwargs: Any) -> AbstractContextManager: ...
+
+
+def context_length(model: LanguageModel) -> int | None:
+    """The longest sequence ``model`` takes (``cfg.n_ctx``), or None when it does not say.
+
+    >>> from interp.models import load_model
+    >>> context_length(load_model("tiny-gpt2", device="cpu"))
+    512
+    """
     n_ctx = getattr(model.cfg, "n_ctx", None)
     return int(n_ctx) if n_ctx else None

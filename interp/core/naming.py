@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from interp.core.lm import LanguageModel
+
 EMBEDDED_MODEL = "smollm2-135m"
 PAPER_MODEL = "qwen2.5-1.5b"
 GEMMA_MODEL = "gemma-3-270m"
@@ -33,29 +35,50 @@ class ModelNotFoundError(ValueError):
 
 
 def canonical_name(name_or_path: str) -> str:
-    """Aliases resolved (case-insensitively); anything else unchanged."""
+    """Aliases resolved (case-insensitively); anything else unchanged.
+
+    >>> canonical_name("SmolLM2"), canonical_name("tiny-gpt2")
+    ('smollm2-135m', 'tiny-gpt2')
+    """
     return ALIASES.get(str(name_or_path).lower(), str(name_or_path))
 
 
 def slug(text: str) -> str:
-    """``text`` made safe as part of a file name: ``org/model`` -> ``org_model``."""
+    """``text`` made safe as part of a file name: ``org/model`` -> ``org_model``.
+
+    >>> slug("openai-community/gpt2-xl")
+    'openai-community_gpt2-xl'
+    """
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", str(text)).strip("_") or "model"
 
 
 def model_label(name_or_path: str) -> str:
     """A short label for file names of runs: ``openai-community/gpt2-xl`` -> ``gpt2-xl``,
-    ``/data/ckpt/`` -> ``ckpt``, ``smollm2-135m+ub`` stays."""
+    ``/data/ckpt/`` -> ``ckpt``, ``smollm2-135m+ub`` stays.
+
+    >>> model_label("openai-community/gpt2-xl"), model_label("/data/ckpt/"), model_label("smollm2-135m+ub")
+    ('gpt2-xl', 'ckpt', 'smollm2-135m+ub')
+    """
     resolved = canonical_name(name_or_path).rstrip("/")
     return slug(Path(resolved).name if "/" in resolved else resolved)
 
 
 def with_adapter(name: str, adapter: str | None) -> str:
-    """The name of a base model with a LoRA adapter merged in (``smollm2-135m+ub``)."""
+    """The name of a base model with a LoRA adapter merged in (``smollm2-135m+ub``).
+
+    >>> with_adapter("smollm2-135m", "ub"), with_adapter("smollm2-135m", None)
+    ('smollm2-135m+ub', 'smollm2-135m')
+    """
     return name if not adapter else f"{name}+{model_label(str(adapter))}"
 
 
-def model_name(model) -> str:
-    """The name a loaded model goes by in results tables (what ``load_model`` was given)."""
+def model_name(model: LanguageModel) -> str:
+    """The name a loaded model goes by in results tables (what ``load_model`` was given).
+
+    >>> from interp.models import load_model
+    >>> model_name(load_model("tiny-gpt2", device="cpu"))
+    'tiny-gpt2'
+    """
     return str(getattr(model.cfg, "model_name", "") or "")
 
 

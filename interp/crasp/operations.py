@@ -15,29 +15,56 @@ from interp.crasp.vocabulary import AMBIGUOUS, NONE, STOP, BoolFamily, BoolVec, 
 # --------------------------------------------------------------------------- Boolean operations
 
 def initial(tokens: Tokens, symbol: int) -> BoolVec:
-    """Q_a(i): the symbol at position i is a."""
+    """Q_a(i): the symbol at position i is a.
+
+    >>> initial(torch.tensor([[3, 4, 3, 5]]), 3).tolist()
+    [[True, False, True, False]]
+    """
     return tokens == symbol
 
 
 def true(tokens: Tokens) -> BoolVec:
+    """The constant true vector (every position).
+
+    >>> true(torch.tensor([[3, 4]])).tolist()
+    [[True, True]]
+    """
     return torch.ones_like(tokens, dtype=torch.bool)
 
 
 def negate(p: BoolVec) -> BoolVec:
+    """not P(i).
+
+    >>> negate(torch.tensor([[True, False]])).tolist()
+    [[False, True]]
+    """
     return ~p
 
 
 def conj(p: BoolVec, q: BoolVec) -> BoolVec:
+    """P(i) and Q(i).
+
+    >>> conj(torch.tensor([[True, True]]), torch.tensor([[True, False]])).tolist()
+    [[True, False]]
+    """
     return p & q
 
 
 def disj(p: BoolVec, q: BoolVec) -> BoolVec:
-    """Sugar: not(not p and not q)."""
+    """Sugar: not(not p and not q).
+
+    >>> disj(torch.tensor([[True, False]]), torch.tensor([[False, False]])).tolist()
+    [[True, False]]
+    """
     return ~(~p & ~q)
 
 
 def periodic(tokens: Tokens, period: int, residues: Iterable[int]) -> BoolVec:
-    """phi(i) := i mod period in residues, positions numbered 1..n (the Positional operation)."""
+    """phi(i) := i mod period in residues, positions numbered 1..n (the Positional operation).
+
+    >>> periodic(torch.tensor([[3, 4, 3, 5]]), period=2, residues=[0]).tolist()  # even positions (1-based)
+    [[False, True, False, True]]
+    """
     residues = set(residues)
     if period < 1:
         raise ValueError(f"period={period} must be a positive integer")
@@ -50,17 +77,29 @@ def periodic(tokens: Tokens, period: int, residues: Iterable[int]) -> BoolVec:
 
 
 def le(c1: CountVec, c2: CountVec | int) -> BoolVec:
-    """C1(i) <= C2(i). An int stands for the constant count 1 + ... + 1."""
+    """C1(i) <= C2(i). An int stands for the constant count 1 + ... + 1.
+
+    >>> le(torch.tensor([[1, 1, 2, 2]]), 1).tolist()
+    [[True, True, False, False]]
+    """
     return c1 <= c2
 
 
 def ge(c1: CountVec, c2: CountVec | int) -> BoolVec:
-    """Sugar: C2(i) <= C1(i)."""
+    """Sugar: C2(i) <= C1(i).
+
+    >>> ge(torch.tensor([[1, 1, 2, 2]]), 2).tolist()
+    [[False, False, True, True]]
+    """
     return c1 >= c2
 
 
 def eq(c1: CountVec, c2: CountVec | int) -> BoolVec:
-    """Sugar: C1(i) <= C2(i) and C2(i) <= C1(i)."""
+    """Sugar: C1(i) <= C2(i) and C2(i) <= C1(i).
+
+    >>> eq(torch.tensor([[1, 1, 2, 2]]), 1).tolist()
+    [[True, True, False, False]]
+    """
     return c1 == c2
 
 
@@ -87,7 +126,11 @@ PREVIOUS = Distance((1,))
 
 
 def shift(x: Tensor, distance: int, fill) -> Tensor:
-    """x moved ``distance`` positions to the right along dim 1, ``fill`` where nothing arrives."""
+    """x moved ``distance`` positions to the right along dim 1, ``fill`` where nothing arrives.
+
+    >>> shift(torch.tensor([[3, 4, 3, 5]]), 1, fill=0).tolist()
+    [[0, 3, 4, 3]]
+    """
     if distance == 0:
         return x
     out = torch.full_like(x, fill)
@@ -97,23 +140,42 @@ def shift(x: Tensor, distance: int, fill) -> Tensor:
 
 
 def count(p: BoolVec, relation: Distance | None = None) -> CountVec:
-    """#[j <= i, psi(i, j)] P(j); ``relation=None`` is psi = true, a prefix count."""
+    """#[j <= i, psi(i, j)] P(j); ``relation=None`` is psi = true, a prefix count.
+
+    >>> is_3 = initial(torch.tensor([[3, 4, 3, 5]]), 3)
+    >>> count(is_3).tolist(), count(is_3, PREVIOUS).tolist()  # prefix count; previous token only
+    ([[1, 1, 2, 2]], [[0, 1, 0, 1]])
+    """
     if relation is None:
         return p.long().cumsum(1)
     return sum(shift(p.long(), d, 0) for d in set(relation.distances))
 
 
 def exists(p: BoolVec, relation: Distance | None = None) -> BoolVec:
-    """Sugar: 1 <= #[j <= i, psi(i, j)] P(j)."""
+    """Sugar: 1 <= #[j <= i, psi(i, j)] P(j).
+
+    >>> exists(initial(torch.tensor([[3, 4, 3, 5]]), 3), PREVIOUS).tolist()  # "the previous token is 3"
+    [[False, True, False, True]]
+    """
     return count(p, relation) >= 1
 
 
 def one(tokens: Tokens) -> CountVec:
+    """The constant count 1 at every position.
+
+    >>> one(torch.tensor([[3, 4]])).tolist()
+    [[1, 1]]
+    """
     return torch.ones_like(tokens)
 
 
 def conditional(p: BoolVec, c1: CountVec, c2: CountVec) -> CountVec:
-    """P(i) ? C1(i) : C2(i)."""
+    """P(i) ? C1(i) : C2(i).
+
+    >>> tokens = torch.tensor([[3, 4, 3, 5]])
+    >>> conditional(initial(tokens, 3), count(initial(tokens, 3)), one(tokens)).tolist()
+    [[1, 1, 2, 1]]
+    """
     return torch.where(p, c1, c2)
 
 
@@ -164,7 +226,12 @@ class Symbols:
 
 
 def symbols(tokens: Tokens, vocab: Vocabulary) -> Symbols:
-    """The initial family {Q_a : a a symbol}."""
+    """The initial family {Q_a : a a symbol}.
+
+    >>> from interp.crasp.vocabulary import Vocabulary
+    >>> symbols(torch.tensor([[0, 2, 3, 1]]), Vocabulary(("a", "b"))).size  # <bos>, <sep>, a, b
+    4
+    """
     if tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab.size):
         raise ValueError(f"token ids must lie in 0..{vocab.size - 1}")
     return Symbols(tokens, vocab.size)
@@ -174,7 +241,11 @@ def buckets(c: CountVec, upto: int) -> Symbols:
     """The family {C(i) = m : 0 <= m <= upto}: ``upto + 1`` comparisons with constants.
 
     This is how a program with a *fixed* bound can compare a count at i with one at j: it
-    spells out every value. Its size grows with the bound, which is what expressibility forbids."""
+    spells out every value. Its size grows with the bound, which is what expressibility forbids.
+
+    >>> buckets(torch.tensor([[1, 1, 2, 0]]), upto=1).ids.tolist()  # NONE (-1) beyond the bound
+    [[1, 1, -1, 0]]
+    """
     if upto < 0:
         raise ValueError(f"upto={upto} must be non-negative")
     inside = (c >= 0) & (c <= upto)
@@ -189,7 +260,13 @@ def lookup(query: Symbols, key: Symbols, value: Symbols | None = None) -> CountF
     Because at most one query member holds at i, the sum picks the counts of that member, which
     the evaluator finds by comparing member ids (a [pos, pos] mask) rather than by building every
     count: the result is identical, the cost O(pos^2 + pos * |value|) per sequence instead of
-    O(pos * |query| * |value|)."""
+    O(pos * |query| * |value|).
+
+    >>> previous = Symbols(torch.tensor([[-1, 0, 1, 0]]), 2)  # the symbol before each position
+    >>> current = Symbols(torch.tensor([[0, 1, 0, 1]]), 2)
+    >>> lookup(current, previous).tolist()  # how often the current symbol came just before, so far
+    [[0, 0, 1, 1]]
+    """
     if query.size != key.size:
         raise ValueError(f"query and key must range over the same members ({query.size} != {key.size})")
     n = query.ids.shape[1]
@@ -207,31 +284,52 @@ def lookup(query: Symbols, key: Symbols, value: Symbols | None = None) -> CountF
 # --------------------------------------------------------------------------- families of NEXT_a
 
 def choose(p: BoolVec, if_true: BoolFamily, if_false: BoolFamily) -> BoolFamily:
-    """(P(i) and A_a(i)) or (not P(i) and B_a(i)), for every a."""
+    """(P(i) and A_a(i)) or (not P(i) and B_a(i)), for every a.
+
+    >>> a, b = torch.tensor([[[True, False]]]), torch.tensor([[[False, True]]])
+    >>> choose(torch.tensor([[False]]), a, b).tolist()
+    [[[False, True]]]
+    """
     return torch.where(p[..., None], if_true, if_false)
 
 
 def restrict(family: BoolFamily, p: BoolVec) -> BoolFamily:
-    """A_a(i) and P(i), for every a."""
+    """A_a(i) and P(i), for every a.
+
+    >>> restrict(torch.tensor([[[True, True], [True, False]]]), torch.tensor([[True, False]])).tolist()
+    [[[True, True], [False, False]]]
+    """
     return family & p[..., None]
 
 
 def with_member(family: BoolFamily, member: int, p: BoolVec) -> BoolFamily:
-    """The same family, except that member ``member`` is defined as P."""
+    """The same family, except that member ``member`` is defined as P.
+
+    >>> with_member(torch.zeros(1, 2, 2, dtype=torch.bool), 1, torch.tensor([[True, False]])).tolist()
+    [[[False, True], [False, False]]]
+    """
     out = family.clone()
     out[..., member] = p
     return out
 
 
 def decode_next(next_: BoolFamily) -> Int[Tensor, "batch pos"]:
-    """Output by Booleans: the one symbol whose NEXT holds, STOP if none, AMBIGUOUS if several."""
+    """Output by Booleans: the one symbol whose NEXT holds, STOP if none, AMBIGUOUS if several.
+
+    >>> decode_next(torch.tensor([[[True, False], [False, False], [True, True]]])).tolist()  # a symbol, STOP, AMBIGUOUS
+    [[0, -1, -2]]
+    """
     held = next_.sum(-1)
     return torch.where(held == 1, next_.int().argmax(-1), torch.where(held == 0, STOP, AMBIGUOUS))
 
 
 def decode_argmax(scores: CountFamily) -> Int[Tensor, "batch pos"]:
     """Output by argmax over counts: the symbol with the largest count; AMBIGUOUS on a tie, STOP
-    when every count is zero (no symbol has any support)."""
+    when every count is zero (no symbol has any support).
+
+    >>> decode_argmax(torch.tensor([[[3, 1], [0, 0], [2, 2]]])).tolist()  # a symbol, STOP, AMBIGUOUS
+    [[0, -1, -2]]
+    """
     top = scores.max(-1)
     ties = (scores == top.values[..., None]).sum(-1)
     return torch.where(top.values <= 0, STOP, torch.where(ties == 1, top.indices, AMBIGUOUS))

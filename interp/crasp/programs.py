@@ -24,7 +24,13 @@ def program_ur(tokens: Tokens, vocab: Vocabulary) -> BoolFamily:
     """UR: NEXT_a(i) iff the bigram "s a" occurs in the prefix, s the symbol at i (Lemma 4).
 
     prev_s(j) = exists[j' <= j, j' = j - 1] Q_s(j') is a previous-token head, the count over j
-    an induction head: at the query q only its unique occurrence is followed by something."""
+    an induction head: at the query q only its unique occurrence is followed by something.
+
+    >>> from interp.crasp.running import exact_match
+    >>> from interp.data.tasks import generate_examples
+    >>> exact_match(program_ur, generate_examples("UR", 6, n=3))
+    [True, True, True]
+    """
     q = symbols(tokens, vocab)
     return lookup(query=q, key=q.previous(), value=q) >= 1
 
@@ -33,7 +39,13 @@ def program_ul(tokens: Tokens, vocab: Vocabulary) -> BoolFamily:
     """UL: NEXT_a(i) iff the bigram "a s" occurs in the context, s the symbol at i (Lemma 4).
 
     The count is restricted to the context (no <sep> yet) because the query itself is preceded
-    by <sep>: without it NEXT_<sep> would hold as well (anti-induction)."""
+    by <sep>: without it NEXT_<sep> would hold as well (anti-induction).
+
+    >>> from interp.crasp.running import exact_match
+    >>> from interp.data.tasks import generate_examples
+    >>> exact_match(program_ul, generate_examples("UL", 6, n=3))
+    [True, True, True]
+    """
     q = symbols(tokens, vocab)
     in_context = eq(count(initial(tokens, vocab.sep)), 0)
     return lookup(query=q, key=q.where(in_context), value=q.previous()) >= 1
@@ -47,14 +59,26 @@ def _first_occurrences(q: Symbols) -> Symbols:
 def program_nrfirst(tokens: Tokens, vocab: Vocabulary) -> BoolFamily:
     """NRFirst: NEXT_a(i) iff a follows the first occurrence of the symbol s at i (Lemma 5).
 
-    The first occurrence is the one with exactly one occurrence up to it, a prefix count."""
+    The first occurrence is the one with exactly one occurrence up to it, a prefix count.
+
+    >>> from interp.crasp.running import exact_match
+    >>> from interp.data.tasks import generate_examples
+    >>> exact_match(program_nrfirst, generate_examples("NRFirst", 8, n=3))
+    [True, True, True]
+    """
     q = symbols(tokens, vocab)
     first = _first_occurrences(q)
     return lookup(query=q, key=first.previous(), value=q) >= 1
 
 
 def program_nlfirst(tokens: Tokens, vocab: Vocabulary) -> BoolFamily:
-    """NLFirst: NEXT_a(i) iff a precedes the first occurrence of the symbol s at i (Lemma 5)."""
+    """NLFirst: NEXT_a(i) iff a precedes the first occurrence of the symbol s at i (Lemma 5).
+
+    >>> from interp.crasp.running import exact_match
+    >>> from interp.data.tasks import generate_examples
+    >>> exact_match(program_nlfirst, generate_examples("NLFirst", 8, n=3))
+    [True, True, True]
+    """
     q = symbols(tokens, vocab)
     first = _first_occurrences(q)
     return lookup(query=q, key=first, value=q.previous()) >= 1
@@ -72,7 +96,13 @@ def program_uf(tokens: Tokens, vocab: Vocabulary) -> BoolFamily:
     the input, of the symbol just emitted; x_N's successor is <sep>, which ends the copy (Lemma 7).
 
     Uniqueness makes the successor a single symbol: iterated UR. The count needs no restriction
-    to the input: in the output the symbol just emitted has no successor yet."""
+    to the input: in the output the symbol just emitted has no successor yet.
+
+    >>> from interp.crasp.running import exact_match
+    >>> from interp.data.tasks import generate_examples
+    >>> exact_match(program_uf, generate_examples("UF", 5, n=3), mode="autoregressive")
+    [True, True, True]
+    """
     q = symbols(tokens, vocab)
     _, at_start, done = _copy_phases(tokens, vocab)
     after_bos = q.where(q.previous().holds(vocab.bos)).count_each() >= 1
@@ -85,7 +115,13 @@ def program_ub(tokens: Tokens, vocab: Vocabulary) -> BoolFamily:
     of the symbol just emitted; x_1's predecessor is <bos>, where <sep> ends the copy (Lemma 7).
 
     The count is restricted to the input: in the reversed output the symbol just emitted is
-    preceded by the one emitted before it. Iterated UL."""
+    preceded by the one emitted before it. Iterated UL.
+
+    >>> from interp.crasp.running import exact_match
+    >>> from interp.data.tasks import generate_examples
+    >>> exact_match(program_ub, generate_examples("UB", 5, n=3), mode="autoregressive")
+    [True, True, True]
+    """
     q = symbols(tokens, vocab)
     in_input, at_start, done = _copy_phases(tokens, vocab)
     before_sep = q.previous().one_hot()
@@ -109,7 +145,13 @@ def bounded_last(direction: Literal["left", "right"], bound: int) -> ProgramFn:
 
     At the query, #occurrences so far is k + 1; the last context occurrence is the one whose own
     count is k. Comparing a count at i with one at j is no C-RASP operation, so the program
-    enumerates k = 0..bound (pairs (s, k) of symbol and count) and says nothing beyond."""
+    enumerates k = 0..bound (pairs (s, k) of symbol and count) and says nothing beyond.
+
+    >>> from interp.crasp.running import accuracy
+    >>> from interp.data.tasks import generate_examples
+    >>> accuracy(bounded_last("right", bound=4), generate_examples("NRLast", 10, n=8))
+    1.0
+    """
     if bound < 1:
         raise ValueError(f"bound={bound} must be at least 1")
 
@@ -132,7 +174,13 @@ def bounded_copy(direction: Literal["forward", "backward"], bound: int) -> Progr
 
     Output step t (t = 1.. at the first <sep>) copies input index t (forward) or N + 1 - t
     (backward). Repeated symbols leave no content cue, so the index at i must be matched with
-    the index at j; the program enumerates indices 1..bound and says nothing beyond."""
+    the index at j; the program enumerates indices 1..bound and says nothing beyond.
+
+    >>> from interp.crasp.running import accuracy
+    >>> from interp.data.tasks import generate_examples
+    >>> accuracy(bounded_copy("forward", bound=6), generate_examples("NF", 6, n=4))
+    1.0
+    """
     if bound < 1:
         raise ValueError(f"bound={bound} must be at least 1")
 
@@ -194,7 +242,11 @@ PAPER_LEMMA: dict[str, str] = {
 
 
 def not_expressible_reason(task: str) -> str:
-    """The paper's reason a task has no C-RASP[pos] program (kept once, in interp.data.tasks)."""
+    """The paper's reason a task has no C-RASP[pos] program (kept once, in interp.data.tasks).
+
+    >>> not_expressible_reason("NF").startswith("repeated items make the successor ambiguous")
+    True
+    """
     spec = get_task(task)
     if spec.expressible:
         raise ValueError(f"{spec.name} is expressible in C-RASP[pos]; its program is PROGRAMS[{spec.name!r}]")
@@ -203,7 +255,11 @@ def not_expressible_reason(task: str) -> str:
 
 def bound_needed(task: str, length: int) -> int:
     """The smallest bound at which the bounded program of a non-expressible task is exact for every
-    instance the generator makes at ``length`` (occurrences for *Last, string length for NF/NB)."""
+    instance the generator makes at ``length`` (occurrences for *Last, string length for NF/NB).
+
+    >>> bound_needed("NF", 10), bound_needed("NRLast", 21)
+    (10, 4)
+    """
     spec = get_task(task)
     if spec.expressible:
         raise ValueError(f"{spec.name} is expressible: its program needs no bound")
@@ -213,7 +269,11 @@ def bound_needed(task: str, length: int) -> int:
 
 
 def bounded_program(task: str, bound: int) -> Program:
-    """A C-RASP[pos] program for a non-expressible task that is exact only up to ``bound``."""
+    """A C-RASP[pos] program for a non-expressible task that is exact only up to ``bound``.
+
+    >>> bounded_program("NF", 10).name
+    'NF<=10'
+    """
     spec = get_task(task)
     if spec.expressible:
         raise ValueError(f"{spec.name} is expressible: use PROGRAMS[{spec.name!r}]")
@@ -222,6 +282,11 @@ def bounded_program(task: str, bound: int) -> Program:
 
 
 def program_for(task: str) -> Program:
+    """The exact C-RASP[pos] program of an expressible task (a clear error, naming the bounded one, otherwise).
+
+    >>> program_for("UF").name
+    'UF'
+    """
     spec = get_task(task)
     if not spec.expressible:
         raise ValueError(f"{spec.name} is not expressible in C-RASP[pos] ({spec.theory_reason}); "

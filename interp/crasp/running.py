@@ -25,7 +25,16 @@ MODES: tuple[str, ...] = get_args(Mode)
 
 
 def run_program(program: ProgramFn, tokens: Tokens, vocab: Vocabulary) -> Int[Tensor, "batch pos"]:
-    """Decoded NEXT at every position, evaluated in batch chunks that keep memory bounded."""
+    """Decoded NEXT at every position, evaluated in batch chunks that keep memory bounded.
+
+    >>> from interp.crasp.programs import program_uf
+    >>> from interp.crasp.vocabulary import Vocabulary, encode_batch
+    >>> from interp.data.tasks import generate_examples
+    >>> examples = generate_examples("UF", 4, n=2)
+    >>> vocab = Vocabulary.covering(examples)
+    >>> run_program(program_uf, encode_batch(examples, vocab), vocab).shape  # batch, pos
+    torch.Size([2, 6])
+    """
     rows = max(1, _MASK_BUDGET // max(1, tokens.shape[1]) ** 2)
     return torch.cat([decode_next(program(chunk, vocab)) for chunk in tokens.split(rows)])
 
@@ -41,7 +50,15 @@ def teacher_forced(program: ProgramFn, examples: Sequence[TaskExample], vocab: V
 
     Every operation reads only positions j <= i, so NEXT at i depends on the prefix alone; all
     teacher-forced outputs are correct exactly when autoregressive generation is (an induction
-    over steps; the tests check both agree)."""
+    over steps; the tests check both agree).
+
+    >>> from interp.crasp.programs import program_uf
+    >>> from interp.crasp.vocabulary import Vocabulary
+    >>> from interp.data.tasks import generate_examples
+    >>> examples = generate_examples("UF", 4, n=2)
+    >>> teacher_forced(program_uf, examples, Vocabulary.covering(examples)).shape  # batch, output steps
+    torch.Size([2, 6])
+    """
     tokens = encode_batch(examples, vocab, with_target=True)
     outputs = run_program(program, tokens, vocab)
     if get_task(examples[0].task).family == "retrieval":
@@ -53,7 +70,17 @@ def teacher_forced(program: ProgramFn, examples: Sequence[TaskExample], vocab: V
 def generate(program: ProgramFn, examples: Sequence[TaskExample], vocab: Vocabulary,
              max_new_tokens: int | None = None) -> list[list[int]]:
     """Autoregressive generation: run the program, append the symbol NEXT names at the last
-    position, repeat until no symbol holds (STOP, recorded) or several do (AMBIGUOUS, recorded)."""
+    position, repeat until no symbol holds (STOP, recorded) or several do (AMBIGUOUS, recorded).
+
+    >>> from interp.crasp.programs import program_uf
+    >>> from interp.crasp.vocabulary import Vocabulary, encode
+    >>> from interp.data.tasks import generate_examples
+    >>> examples = generate_examples("UF", 4, n=1)
+    >>> vocab = Vocabulary.covering(examples)
+    >>> [output] = generate(program_uf, examples, vocab)
+    >>> output == encode(examples[0], vocab, with_target=True)[6:] + [STOP]  # the copy, <sep>, then STOP
+    True
+    """
     tokens = encode_batch(examples, vocab)
     if get_task(examples[0].task).family == "retrieval":
         return [[int(t)] for t in run_program(program, tokens, vocab)[:, -1]]
@@ -75,7 +102,13 @@ def generate(program: ProgramFn, examples: Sequence[TaskExample], vocab: Vocabul
 
 def exact_match(program: ProgramFn, examples: Sequence[TaskExample], vocab: Vocabulary | None = None,
                 mode: str = "teacher-forced") -> list[bool]:
-    """Per example: does the program produce exactly the generator's target (and then stop)?"""
+    """Per example: does the program produce exactly the generator's target (and then stop)?
+
+    >>> from interp.crasp.programs import program_for
+    >>> from interp.data.tasks import generate_examples
+    >>> exact_match(program_for("UB"), generate_examples("UB", 5, n=2))
+    [True, True]
+    """
     if not examples:
         return []
     if len({ex.task for ex in examples}) != 1:
@@ -93,6 +126,13 @@ def exact_match(program: ProgramFn, examples: Sequence[TaskExample], vocab: Voca
 
 def accuracy(program: ProgramFn, examples: Sequence[TaskExample], vocab: Vocabulary | None = None,
              mode: str = "teacher-forced") -> float:
+    """The share of ``examples`` on which :func:`exact_match` holds.
+
+    >>> from interp.crasp.programs import program_for
+    >>> from interp.data.tasks import generate_examples
+    >>> accuracy(program_for("UR"), generate_examples("UR", 8, n=4))
+    1.0
+    """
     hits = exact_match(program, examples, vocab, mode)
     if not hits:
         raise ValueError("no examples to score")

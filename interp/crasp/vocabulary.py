@@ -91,7 +91,13 @@ def encode(example: TaskExample, vocab: Vocabulary, with_target: bool = False) -
 
     Retrieval: ``<bos> x1 .. x(n-1) <sep> q``; the answer is NEXT at the last position.
     Copying: ``<bos> x1 .. xN <sep>``; with ``with_target`` the target and the closing ``<sep>``
-    follow, for teacher-forced evaluation of every output step at once."""
+    follow, for teacher-forced evaluation of every output step at once.
+
+    >>> from interp.data.tasks import TaskExample
+    >>> vocab = Vocabulary(("a", "b", "c"))
+    >>> encode(TaskExample("UF", ("b", "a"), ("b", "a")), vocab, with_target=True)  # <bos> b a <sep> b a <sep>
+    [0, 3, 2, 1, 3, 2, 1]
+    """
     ids = [vocab.bos] + [vocab.id(s) for s in example.context] + [vocab.sep]
     spec = get_task(example.task)
     if spec.family == "retrieval":
@@ -104,6 +110,13 @@ def encode(example: TaskExample, vocab: Vocabulary, with_target: bool = False) -
 
 
 def encode_batch(examples: Sequence[TaskExample], vocab: Vocabulary, with_target: bool = False) -> Tokens:
+    """:func:`encode` of each example, in one tensor (the examples must encode to the same length).
+
+    >>> from interp.data.tasks import generate_examples
+    >>> examples = generate_examples("UF", 4, n=2)
+    >>> encode_batch(examples, Vocabulary.covering(examples)).shape
+    torch.Size([2, 6])
+    """
     rows = [encode(ex, vocab, with_target) for ex in examples]
     if not rows:
         raise ValueError("no examples to encode")

@@ -69,7 +69,12 @@ COPYING_KEYS = {"UF": ("UF", "NF"), "UB": ("UB", "NB"), "NF": ("NF", "UF"), "NB"
 
 
 def retrieval_example(record: dict, task: str) -> tuple[TaskExample, bool]:
-    """One retrieval record as an example of ``task``, and whether its answer follows the rule."""
+    """One retrieval record as an example of ``task``, and whether its answer follows the rule.
+
+    >>> example, follows_rule = retrieval_example({"input_no_space": "abcab", "UR": "c"}, "UR")
+    >>> example.context, example.query, example.target, follows_rule
+    (('a', 'b', 'c', 'a'), 'b', ('c',), True)
+    """
     spec = get_task(task)
     text = record["input_no_space"]
     check_items(list(text), "input_no_space")
@@ -91,7 +96,12 @@ def retrieval_example(record: dict, task: str) -> tuple[TaskExample, bool]:
 
 
 def copying_example(record: dict, task: str) -> tuple[TaskExample, bool]:
-    """One copying record as an example of ``task``, and whether its recorded copy is right."""
+    """One copying record as an example of ``task``, and whether its recorded copy is right.
+
+    >>> example, follows_rule = copying_example({"input": ["a", "b", "c"]}, "UB")
+    >>> example.target, follows_rule
+    (('c', 'b', 'a'), True)
+    """
     spec = get_task(task)
     context = tuple(record["input"])
     check_items(context or [""], "input")
@@ -105,7 +115,11 @@ def copying_example(record: dict, task: str) -> tuple[TaskExample, bool]:
 
 
 def tasks_of_record(record: dict) -> list[str]:
-    """The tasks a record can be read as (retrieval: the answers it holds; copying: its family)."""
+    """The tasks a record can be read as (retrieval: the answers it holds; copying: its family).
+
+    >>> tasks_of_record({"input_no_space": "abcab", "UR": "c"}), tasks_of_record({"input": ["a", "b", "a"]})
+    (['UR'], ['NF', 'NB'])
+    """
     if "input_no_space" in record:
         answers = [k for k in RETRIEVAL_KEYS if k in record]
         if not answers:
@@ -157,7 +171,12 @@ class PaperData:
 
 def read_paper_jsonl(paths: str | Path | Iterable[str | Path], tasks: Sequence[str] | None = None) -> PaperData:
     """Read the paper's JSONL files; every record becomes an example of each task it can serve
-    (restricted to ``tasks`` when given). Errors name the file and line."""
+    (restricted to ``tasks`` when given). Errors name the file and line.
+
+    >>> data = read_paper_jsonl("tests/fixtures/paper_data/copying_unique_L5.jsonl")  # run from the repository's root
+    >>> data.tasks(), sorted(data.cells)
+    (['UF', 'UB'], [('UB', 5), ('UF', 5)])
+    """
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     wanted = None if tasks is None else {get_task(t).name for t in tasks}
     data = PaperData()

@@ -92,7 +92,11 @@ DIRECTIONAL_PAIRS_LOOKUP = {a: b for a, b in DIRECTIONAL_PAIRS} | {b: a for a, b
 
 
 def get_task(name: str | TaskSpec) -> TaskSpec:
-    """Look a task up by name, case-insensitively, with a clear error for unknown names."""
+    """Look a task up by name, case-insensitively, with a clear error for unknown names.
+
+    >>> get_task("uf").name, get_task("uf").family
+    ('UF', 'copying')
+    """
     if isinstance(name, TaskSpec):
         return name
     for key, spec in TASKS.items():
@@ -102,7 +106,11 @@ def get_task(name: str | TaskSpec) -> TaskSpec:
 
 
 def parse_tasks(names: str | Iterable[str]) -> list[TaskSpec]:
-    """``"UF,UB"`` or ``["UF", "UB"]`` or ``"all"`` -> task specs."""
+    """``"UF,UB"`` or ``["UF", "UB"]`` or ``"all"`` -> task specs.
+
+    >>> [spec.name for spec in parse_tasks("UF,UB")], len(parse_tasks("all"))
+    (['UF', 'UB'], 10)
+    """
     if isinstance(names, str):
         names = [n for n in names.replace(" ", ",").split(",") if n]
     names = list(names)
@@ -166,7 +174,13 @@ def check_items(items: Sequence[str], what: str = "vocabulary") -> None:
 
 
 def check_vocabulary(spec: TaskSpec, length: int, vocabulary: Sequence[str]) -> None:
-    """Raise a clear error when the vocabulary cannot express the task at this length."""
+    """Raise a clear error when the vocabulary cannot express the task at this length.
+
+    >>> check_vocabulary(get_task("UF"), 100, ALNUM)
+    Traceback (most recent call last):
+    ...
+    ValueError: vocabulary of 62 items is too small for UF at length 100: ...
+    """
     check_items(vocabulary)
     if len(set(vocabulary)) != len(vocabulary):
         raise ValueError("vocabulary items must be distinct")
@@ -189,7 +203,12 @@ def _retrieval_answer_index(spec: TaskSpec, occurrence_index: int) -> int:
 
 
 def generate_retrieval(spec: TaskSpec, length: int, rng: random.Random, vocabulary: Sequence[str]) -> TaskExample:
-    """Context of ``length - 1`` items plus a query; see the module docstring for the rules."""
+    """Context of ``length - 1`` items plus a query; see the module docstring for the rules.
+
+    >>> example = generate_retrieval(get_task("UR"), 5, random.Random(0), ALNUM)
+    >>> example.context, example.query, example.target
+    (('y', '2', '5', 'A'), '2', ('5',))
+    """
     context_len = length - 1
     query = rng.choice(vocabulary)
     others = [v for v in vocabulary if v != query]
@@ -222,6 +241,12 @@ def _non_adjacent_positions(rng: random.Random, lo: int, hi: int, k: int) -> lis
 
 def generate_copying(spec: TaskSpec, length: int, rng: random.Random, vocabulary: Sequence[str],
                      repeats: str = "pool") -> TaskExample:
+    """Context of ``length`` items and its copy, forward or backward; see the module docstring for
+    ``repeats``.
+
+    >>> generate_copying(get_task("UB"), 4, random.Random(0), ALNUM).target
+    ('4', 'W', 'y', '2')
+    """
     if spec.unique:
         context = rng.sample(list(vocabulary), length)
     elif repeats == "pool":
@@ -244,7 +269,11 @@ def generate_copying(spec: TaskSpec, length: int, rng: random.Random, vocabulary
 
 def copying_is_ambiguous(context: Sequence[str], direction: str) -> bool:
     """True when some item has more than one distinct successor (forward) or predecessor
-    (backward): an induction (or anti-induction) lookup alone cannot decide the next item."""
+    (backward): an induction (or anti-induction) lookup alone cannot decide the next item.
+
+    >>> copying_is_ambiguous(["a", "b", "a", "c"], "forward"), copying_is_ambiguous(["a", "b", "c"], "forward")
+    (True, False)
+    """
     seq = list(context) if direction == "forward" else list(reversed(context))
     following: dict[str, set[str]] = {}
     for a, b in zip(seq, seq[1:]):
@@ -254,6 +283,11 @@ def copying_is_ambiguous(context: Sequence[str], direction: str) -> bool:
 
 def generate_example(task: str | TaskSpec, length: int, seed: int | random.Random,
                      vocabulary: Sequence[str] = ALNUM, repeats: str = "pool") -> TaskExample:
+    """One example of ``task`` at ``length``, drawn from ``vocabulary`` with ``seed``.
+
+    >>> generate_example("UF", 5, seed=0).target
+    ('2', 'y', 'W', '4', 'A')
+    """
     spec = task if isinstance(task, TaskSpec) else get_task(task)
     check_vocabulary(spec, length, vocabulary)
     rng = _rng(seed)
@@ -265,7 +299,11 @@ def generate_example(task: str | TaskSpec, length: int, seed: int | random.Rando
 def generate_examples(task: str | TaskSpec, length: int, n: int, seed: int = 0,
                       vocabulary: Sequence[str] = ALNUM, repeats: str = "pool") -> list[TaskExample]:
     """``n`` examples of ``task`` at ``length``; the same seed always gives the same list.
-    ``repeats`` (non-unique copying only): ``"pool"`` or ``"sparse"``, see :data:`Repeats`."""
+    ``repeats`` (non-unique copying only): ``"pool"`` or ``"sparse"``, see :data:`Repeats`.
+
+    >>> [example.target for example in generate_examples("UB", 4, n=2, seed=1)]
+    [('S', 'z', 'o', 'L'), ('N', 'c', 'x', 'h')]
+    """
     if n < 0:
         raise ValueError(f"n={n} must be non-negative")
     if repeats not in REPEATS:

@@ -20,19 +20,33 @@ ITEM_PREFIX = " "
 
 
 def paper_vocabulary(task: str | TaskSpec) -> tuple[str, ...]:
-    """The paper's items for a task: a-z A-Z 0-9 for retrieval, a-z A-Z for copying."""
+    """The paper's items for a task: a-z A-Z 0-9 for retrieval, a-z A-Z for copying.
+
+    >>> len(paper_vocabulary("UR")), len(paper_vocabulary("UF"))
+    (62, 52)
+    """
     spec = task if isinstance(task, TaskSpec) else get_task(task)
     return ALNUM if spec.family == "retrieval" else LETTERS
 
 
 def item_token_id(tokenizer: PreTrainedTokenizerBase, item: str) -> int | None:
-    """The single token id of ``" " + item``, or None when it takes several tokens."""
+    """The single token id of ``" " + item``, or None when it takes several tokens.
+
+    >>> from interp.models.tiny import tiny_tokenizer
+    >>> item_token_id(tiny_tokenizer(), "a")
+    319
+    """
     ids = tokenizer.encode(ITEM_PREFIX + item, add_special_tokens=False)
     return ids[0] if len(ids) == 1 else None
 
 
 def single_token_vocabulary(tokenizer: PreTrainedTokenizerBase, candidates: Sequence[str] = ALNUM) -> tuple[str, ...]:
-    """The candidates that are one token each, in their given order."""
+    """The candidates that are one token each, in their given order.
+
+    >>> from interp.models.tiny import tiny_tokenizer
+    >>> len(single_token_vocabulary(tiny_tokenizer()))  # a-z A-Z 0-9 are all single tokens here
+    62
+    """
     kept = tuple(c for c in candidates if item_token_id(tokenizer, c) is not None)
     if len(kept) < 3:
         raise ValueError(
@@ -46,7 +60,11 @@ def word_vocabulary(tokenizer: PreTrainedTokenizerBase, size: int = 200, min_cha
     """Lower-case alphabetic words that are single tokens, for unique tasks longer than 52.
 
     Sorted by token id, which for BPE tokenizers roughly follows merge order (frequent first),
-    so the choice is deterministic for a given tokenizer."""
+    so the choice is deterministic for a given tokenizer.
+
+    >>> from transformers import AutoTokenizer
+    >>> words = word_vocabulary(AutoTokenizer.from_pretrained("HuggingFaceTB/SmolLM2-135M-Instruct"), size=100)  # doctest: +SKIP
+    """
     words = []
     for token_id in range(len(tokenizer)):
         text = tokenizer.decode([token_id])
@@ -62,7 +80,12 @@ def word_vocabulary(tokenizer: PreTrainedTokenizerBase, size: int = 200, min_cha
 
 
 def item_token_ids(tokenizer: PreTrainedTokenizerBase, items: Sequence[str]) -> dict[str, int]:
-    """Map each item to its token id, with one error naming every item that is not one token."""
+    """Map each item to its token id, with one error naming every item that is not one token.
+
+    >>> from interp.models.tiny import tiny_tokenizer
+    >>> item_token_ids(tiny_tokenizer(), ["a", "b"])
+    {'a': 319, 'b': 296}
+    """
     mapping = {item: item_token_id(tokenizer, item) for item in items}
     bad = [item for item, tid in mapping.items() if tid is None]
     if bad:

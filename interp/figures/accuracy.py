@@ -24,7 +24,13 @@ def _aggregate(values: Sequence[tuple[float, float | None]]) -> tuple[float, flo
 
 
 def accuracy_length_figure(rows: Rows, model: str | None = None, source: str = "directional_bias.csv") -> go.Figure:
-    """Accuracy vs length, one panel per directional pair (UR/UL, NRFirst/NLFirst, ..., UF/UB, NF/NB)."""
+    """Accuracy vs length, one panel per directional pair (UR/UL, NRFirst/NLFirst, ..., UF/UB, NF/NB).
+
+    >>> from interp.core.tables import read_csv
+    >>> fig = accuracy_length_figure(read_csv("tests/fixtures/results/directional_bias.csv"))  # from the repository's root
+    >>> len(fig.data) > 0
+    True
+    """
     require_columns(rows, REQUIRED_COLUMNS["directional_bias"], source)
     model, rows = select_model(rows, model, source)
     cells: dict[tuple[str, int], list[tuple[float, float | None]]] = defaultdict(list)

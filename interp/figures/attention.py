@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from interp.core.heads import Head, HeadLike, parse_heads
-from interp.core.lm import context_length
+from interp.core.lm import HookedModel, context_length
 from interp.core.tables import atomic_write_text
 from interp.data.tasks import TaskExample, get_task
 from interp.figures.browser import headless_chromium  # noqa: F401 - re-exported: checks of attention pages use it
@@ -49,12 +49,22 @@ MARK_QUERY, MARK_SOURCE, MARK_QUERY_ITEM = "[Q]", "[A]", "[q]"
 
 
 def pattern_hook_name(layer: int) -> str:
+    """The hook whose value :func:`head_patterns` reads: ``hook_pattern`` of ``layer``.
+
+    >>> pattern_hook_name(3)
+    'blocks.3.attn.hook_pattern'
+    """
     return act_name("pattern", layer)
 
 
-def head_patterns(model, tokens: torch.Tensor | Sequence[int], heads: Sequence[HeadLike]) -> torch.Tensor:
+def head_patterns(model: HookedModel, tokens: torch.Tensor | Sequence[int], heads: Sequence[HeadLike]) -> torch.Tensor:
     """Attention patterns ``[len(heads), query_pos, key_pos]`` of one sequence, caching only the
-    layers the heads live in."""
+    layers the heads live in.
+
+    >>> from interp.models import load_model
+    >>> head_patterns(load_model("tiny-llama", device="cpu"), [1, 2, 3], ["1.2", "0.1"]).shape  # head, query, key
+    torch.Size([2, 3, 3])
+    """
     heads = parse_heads(list(heads), model.cfg.n_layers, model.cfg.n_heads)
     if not heads:
         raise ValueError("heads: no heads given")
@@ -70,7 +80,13 @@ def head_patterns(model, tokens: torch.Tensor | Sequence[int], heads: Sequence[H
 
 
 def token_label(tokenizer, token_id: int) -> str:
-    """A readable label for one token: newlines and tabs shown as symbols, never empty."""
+    """A readable label for one token: newlines and tabs shown as symbols, never empty.
+
+    >>> from interp.models.tiny import tiny_tokenizer
+    >>> tokenizer = tiny_tokenizer()
+    >>> token_label(tokenizer, tokenizer.encode("\\n", add_special_tokens=False)[0])
+    '↵'
+    """
     text = tokenizer.decode([token_id])
     text = text.replace("\n", "↵").replace("\t", "⇥").replace("\r", "␍")
     # keep the label from ending the inline <script> it is embedded in
@@ -129,7 +145,7 @@ class AttentionView:
         return rows
 
 
-def attention_view(model, task: str, heads: str | Sequence[HeadLike], *, length: int = 10, example: int = 0,
+def attention_view(model: HookedModel, task: str, heads: str | Sequence[HeadLike], *, length: int = 10, example: int = 0,
                    seed: int = 0, prompt_config: PromptConfig = PromptConfig(), append_answer: bool = True,
                    model_name: str | None = None, source=None, scores=None) -> AttentionView:
     """Attention of ``heads`` (``"18.6,17.3"`` or ``[(18, 6), ...]``) on example ``example`` of
@@ -181,7 +197,10 @@ def _self_closing_div_fix(src: str) -> str:
 
 
 def circuitsvis_html(view: AttentionView, kind: ViewKind = "heads") -> str:
-    """The circuitsvis element(s) with the JavaScript bundle inlined (no CDN)."""
+    """The circuitsvis element(s) with the JavaScript bundle inlined (no CDN).
+
+    >>> html_text = circuitsvis_html(attention_view(load_model("planted-ub"), "UB", "1.1"))  # doctest: +SKIP
+    """
     import circuitsvis.attention as cv_attention
 
     if kind not in VIEW_KINDS:
@@ -217,37 +236,19 @@ footer { color: #777; font-size: 12px; margin-top: 24px; }
 
 
 def attention_page(view: AttentionView, kind: ViewKind = "heads") -> str:
-    """A complete, self-contained HTML page for ``view``."""
+    """A complete, self-contained HTML page for ``view``.
+
+    >>> page = attention_page(attention_view(load_model("planted-ub"), "UB", "1.1"))  # doctest: +SKIP
+    >>> page.startswith("<!DOCTYPE html>")  # doctest: +SKIP
+    True
+    """
     import circuitsvis
 
     esc = html.escape
-    lay = view.layout
     ex = view.example
-    tok = view.raw_tokens
     spec = get_task(view.task)
-    q, src = lay.query_position, lay.source_positions[0]
-    legend = [
-        f'<li><span class="mark q">{MARK_QUERY}</span> query position {q} (token <code>{esc(tok[q])}</code>): '
-        f"its prediction is the first answer item <code>{esc(ex.target[0])}</code>.</li>",
-        f'<li><span class="mark a">{MARK_SOURCE}</span> answer source position {src} (token <code>{esc(tok[src])}</code>): '
-        f"where that item sits in the test input; a head solving {esc(view.task)} attends here from {MARK_QUERY}.</li>",
-    ]
-    if lay.query_item_positions:
-        positions = ", ".join(map(str, lay.query_item_positions))
-        legend.append(f'<li><span class="mark qi">{MARK_QUERY_ITEM}</span> occurrences of the query item '
-                      f"<code>{esc(ex.query or '')}</code> at positions {positions} (the last one is the query after '|').</li>")
-    if len(lay.answer_positions) == 1:
-        legend.append(f'<li><span class="mark ans">[a1]</span> the teacher-forced answer token, position '
-                      f"{lay.answer_positions[0]}.</li>")
-    elif lay.answer_positions:
-        legend.append(f'<li><span class="mark ans">[a1]</span>…<span class="mark ans">[a{len(lay.answer_positions)}]</span> '
-                      f"the teacher-forced answer tokens, positions {lay.answer_positions[0]}–{lay.answer_positions[-1]}.</li>")
-    rows = "".join(
-        f"<tr><td>{esc(r['head'])}</td><td>{r['q_to_source']:.3f}</td><td>{r['mean_to_source']:.3f} "
-        f"({r['n_steps']} step{'s' if r['n_steps'] != 1 else ''})</td>"
-        f"<td>{r['top_key']} <code>{esc(r['top_key_token'])}</code> ({r['top_key_weight']:.3f})</td></tr>"
-        for r in view.source_attention()
-    )
+    legend = _legend_items(view)
+    rows = _source_attention_rows(view)
     context = " ".join(ex.context)
     score_table = _score_table(view)
     test_input = f"{context} | {ex.query}" if ex.query is not None else context
@@ -288,6 +289,41 @@ head to enlarge it; hover tokens to see where they attend.</p>
     return body
 
 
+def _legend_items(view: AttentionView) -> list[str]:
+    """The page's legend: one ``<li>`` per kind of position mark the view's tokens carry."""
+    esc = html.escape
+    lay, ex, tok = view.layout, view.example, view.raw_tokens
+    q, src = lay.query_position, lay.source_positions[0]
+    legend = [
+        f'<li><span class="mark q">{MARK_QUERY}</span> query position {q} (token <code>{esc(tok[q])}</code>): '
+        f"its prediction is the first answer item <code>{esc(ex.target[0])}</code>.</li>",
+        f'<li><span class="mark a">{MARK_SOURCE}</span> answer source position {src} (token <code>{esc(tok[src])}</code>): '
+        f"where that item sits in the test input; a head solving {esc(view.task)} attends here from {MARK_QUERY}.</li>",
+    ]
+    if lay.query_item_positions:
+        positions = ", ".join(map(str, lay.query_item_positions))
+        legend.append(f'<li><span class="mark qi">{MARK_QUERY_ITEM}</span> occurrences of the query item '
+                      f"<code>{esc(ex.query or '')}</code> at positions {positions} (the last one is the query after '|').</li>")
+    if len(lay.answer_positions) == 1:
+        legend.append(f'<li><span class="mark ans">[a1]</span> the teacher-forced answer token, position '
+                      f"{lay.answer_positions[0]}.</li>")
+    elif lay.answer_positions:
+        legend.append(f'<li><span class="mark ans">[a1]</span>…<span class="mark ans">[a{len(lay.answer_positions)}]</span> '
+                      f"the teacher-forced answer tokens, positions {lay.answer_positions[0]}–{lay.answer_positions[-1]}.</li>")
+    return legend
+
+
+def _source_attention_rows(view: AttentionView) -> str:
+    """The summary table's rows: per head, attention to the answer source and the top key from [Q]."""
+    esc = html.escape
+    return "".join(
+        f"<tr><td>{esc(r['head'])}</td><td>{r['q_to_source']:.3f}</td><td>{r['mean_to_source']:.3f} "
+        f"({r['n_steps']} step{'s' if r['n_steps'] != 1 else ''})</td>"
+        f"<td>{r['top_key']} <code>{esc(r['top_key_token'])}</code> ({r['top_key_weight']:.3f})</td></tr>"
+        for r in view.source_attention()
+    )
+
+
 def _score_table(view: AttentionView) -> str:
     """Each shown head's scores (paper's and mechanism), one row per head; empty without scores."""
     if not view.head_scores:
@@ -300,5 +336,9 @@ def _score_table(view: AttentionView) -> str:
 
 
 def save_attention_view(view: AttentionView, path: str | Path, kind: ViewKind = "heads") -> Path:
-    """Write the page for ``view`` to ``path`` (atomically) and return the path."""
+    """Write the page for ``view`` to ``path`` (atomically) and return the path.
+
+    >>> save_attention_view(attention_view(load_model("planted-ub"), "UB", "1.1"), "ub.html")  # doctest: +SKIP
+    PosixPath('ub.html')
+    """
     return atomic_write_text(path, attention_page(view, kind))

@@ -21,7 +21,11 @@ class BrowserNotFoundError(RuntimeError):
 
 
 def find_browser() -> str | None:
-    """``$BROWSER_PATH`` if set, else the first Chromium/Chrome on ``PATH`` (never downloads one)."""
+    """``$BROWSER_PATH`` if set, else the first Chromium/Chrome on ``PATH`` (never downloads one).
+
+    >>> find_browser()  # doctest: +SKIP
+    '/usr/bin/chromium'
+    """
     env = os.environ.get("BROWSER_PATH")
     if env:
         return env if os.access(env, os.X_OK) else None
@@ -77,7 +81,10 @@ def headless_chromium(html_path: str | Path, *, screenshot: str | Path | None = 
     ``--virtual-time-budget`` (it made screenshots hang here, so it is off by default).
 
     Uses a fresh ``--user-data-dir`` each time, which is also the browser's ``$HOME``. Raises ``FileNotFoundError`` without a browser
-    (see ``scripts/install_chromium.sh``)."""
+    (see ``scripts/install_chromium.sh``).
+
+    >>> dom = headless_chromium("figures/ablation_smollm2-135m.html", screenshot="ablation.png")  # doctest: +SKIP
+    """
     browser = browser or find_browser()
     if browser is None:
         raise FileNotFoundError(BROWSER_HINT)

@@ -29,7 +29,11 @@ PER_MODEL_FIGURES = {"head_scores": head_scores_figure, "directional_bias": accu
 
 def result_files(results_dir: Path, name: str) -> list[Path]:
     """``name`` and its variants for other runs (``ablation_ub.csv`` beside ``ablation.csv``);
-    summaries (``*_summary*``) are tables of their own."""
+    summaries (``*_summary*``) are tables of their own.
+
+    >>> [path.name for path in result_files(Path("tests/fixtures/results"), "ablation.csv")]  # from the repository's root
+    ['ablation.csv']
+    """
     base = Path(name).stem
     found = [results_dir / name] if (results_dir / name).exists() else []
     found += sorted(p for p in results_dir.glob(f"{base}_*.csv") if "summary" not in p.stem)
@@ -58,15 +62,32 @@ def _finetune_key(path: Path, rows: Rows) -> tuple[str, str]:
 def build_figures(results_dir: str | Path, model: str | None = None,
                   log=print) -> tuple[list[tuple[str, go.Figure]], list[str]]:
     """Every figure the files in ``results_dir`` allow, as ``(file stem, figure)``; missing files are
-    skipped with a note through ``log``. Returns the figures and the errors (bad files)."""
+    skipped with a note through ``log``. Returns the figures and the errors (bad files).
+
+    >>> figures, errors = build_figures("results", "smollm2-135m", log=lambda line: None)
+    >>> ("ablation_smollm2-135m" in dict(figures), errors)  # run from the repository's root
+    (True, [])
+    """
     results_dir = Path(results_dir)
     figures: list[tuple[str, go.Figure]] = []
     errors: list[str] = []
+    for make in (_per_model_figures, _from_scratch_figures, _finetune_figures):
+        made, failed = make(results_dir, model, log)
+        figures += made
+        errors += failed
+    found, edge_errors = edge_figures(results_dir, model)
+    if not found and not edge_errors:
+        log(f"note: skipping edge-patching figures: no {results_dir}/edge_patching_*.csv (written by analyses/patch_edges.py)")
+    return figures + found, errors + edge_errors
 
-    def models_of(rows: Rows) -> list[str]:
-        names = models_in(rows)
-        return [m for m in names if model is None or m == model]
 
+Built = tuple[list[tuple[str, go.Figure]], list[str]]
+
+
+def _per_model_figures(results_dir: Path, model: str | None, log) -> Built:
+    """One figure per model (``model`` only, when given) of every :data:`RESULT_FILES` table."""
+    figures: list[tuple[str, go.Figure]] = []
+    errors: list[str] = []
     used: set[str] = set()
     for kind, (name, prefix, writer) in RESULT_FILES.items():
         paths = result_files(results_dir, name)
@@ -76,7 +97,7 @@ def build_figures(results_dir: str | Path, model: str | None = None,
             try:
                 rows = load_results(path, kind)
                 made = []
-                for m in models_of(rows):
+                for m in [m for m in models_in(rows) if model is None or m == model]:
                     stem = f"{prefix}_{slug(m)}"
                     if stem in used:  # the same model in another run's file: tell them apart by the file
                         stem += path.stem[len(Path(name).stem):]
@@ -88,15 +109,25 @@ def build_figures(results_dir: str | Path, model: str | None = None,
             if not made:
                 log(f"note: {path} has no rows for model {model!r}")
             figures += made
-    scratch = results_dir / "from_scratch.csv"
-    if scratch.exists():
-        try:
-            figures.append(("from_scratch", from_scratch_figure(load_results(scratch, "from_scratch"), source=str(scratch))))
-        except BAD_TABLE_ERRORS as err:
-            errors.append(table_error(scratch, err))
-    else:
-        log(f"note: skipping from_scratch figures: {scratch} not found (written by analyses/train_from_scratch.py)")
+    return figures, errors
 
+
+def _from_scratch_figures(results_dir: Path, model: str | None, log) -> Built:
+    """The from-scratch training figure, when ``from_scratch.csv`` is there (it spans every model)."""
+    scratch = results_dir / "from_scratch.csv"
+    if not scratch.exists():
+        log(f"note: skipping from_scratch figures: {scratch} not found (written by analyses/train_from_scratch.py)")
+        return [], []
+    try:
+        return [("from_scratch", from_scratch_figure(load_results(scratch, "from_scratch"), source=str(scratch)))], []
+    except BAD_TABLE_ERRORS as err:
+        return [], [table_error(scratch, err)]
+
+
+def _finetune_figures(results_dir: Path, model: str | None, log) -> Built:
+    """One figure per fine-tuning run, and per model with several runs a summary across its tasks."""
+    figures: list[tuple[str, go.Figure]] = []
+    errors: list[str] = []
     finetune_files = sorted(results_dir.glob("finetune_*.csv"))
     if not finetune_files:
         log(f"note: skipping fine-tuning figures: no {results_dir}/finetune_<model>_<task>.csv (written by fine-tuning)")
@@ -115,10 +146,7 @@ def build_figures(results_dir: str | Path, model: str | None = None,
         mine = {k: v for k, v in runs.items() if k[0] == m}
         if len(mine) > 1:
             figures.append((f"finetune_summary_{slug(m)}", finetune_summary_figure(mine)))
-    found, edge_errors = edge_figures(results_dir, model)
-    if not found and not edge_errors:
-        log(f"note: skipping edge-patching figures: no {results_dir}/edge_patching_*.csv (written by analyses/patch_edges.py)")
-    return figures + found, errors + edge_errors
+    return figures, errors
 
 
 def make_figures(results_dir: str | Path = "results", out_dir: str | Path = "figures",

@@ -107,6 +107,11 @@ def _write_plotlyjs(directory: Path) -> None:
 
 
 def figure_html(fig: go.Figure, inline_js: bool = False) -> str:
+    """``fig`` as a complete HTML page (plotly.js from ``plotly.min.js`` beside it, or inlined).
+
+    >>> figure_html(go.Figure()).startswith("<!doctype html>")
+    True
+    """
     config = {"displaylogo": False, "responsive": True,
               "toImageButtonOptions": {"format": "svg", "filename": "figure"}}
     return fig.to_html(full_html=True, include_plotlyjs=True if inline_js else PLOTLY_JS, include_mathjax=False,
@@ -119,7 +124,13 @@ def save_figure(fig: go.Figure, stem: str | Path, formats: Sequence[str] = ("htm
 
     ``html`` is interactive (plotly.js written once as ``plotly.min.js`` beside it, or inlined
     with ``inline_js=True``); ``pdf`` / ``svg`` / ``png`` are static, rendered by a local
-    Chromium (``exporter``, or one started for this call)."""
+    Chromium (``exporter``, or one started for this call).
+
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> [path.name for path in save_figure(go.Figure(), Path(tempfile.mkdtemp()) / "empty", formats=("html",))]
+    ['empty.html']
+    """
     stem = Path(stem)
     unknown = [f for f in formats if f not in HTML_FORMATS + STATIC_FORMATS]
     if unknown:

@@ -18,7 +18,13 @@ SCORE_TITLES = {"induction": "Induction score", "anti_induction": "Anti-inductio
 
 def head_scores_figure(rows: Rows, model: str | None = None, scores: Sequence[str] = ("induction", "anti_induction"),
                        top_k: int = 10, source: str = "head_scores.csv") -> go.Figure:
-    """Layer x head heatmaps of head scores (one panel per score), top-``top_k`` heads numbered."""
+    """Layer x head heatmaps of head scores (one panel per score), top-``top_k`` heads numbered.
+
+    >>> from interp.core.tables import read_csv
+    >>> fig = head_scores_figure(read_csv("tests/fixtures/results/head_scores.csv"))  # from the repository's root
+    >>> len(fig.data)  # one heatmap per score
+    2
+    """
     require_columns(rows, ("model", "layer", "head", *scores), source)
     model, rows = select_model(rows, model, source)
     n_layers = max(index_value(r, "layer", source) for r in rows) + 1
@@ -58,7 +64,13 @@ def head_scores_figure(rows: Rows, model: str | None = None, scores: Sequence[st
 
 def head_sweep_figure(rows: Rows, model: str | None = None, metric: str = "delta_accuracy",
                       source: str = "head_sweep.csv") -> go.Figure:
-    """Layer x head heatmap of the change caused by ablating each head alone, one panel per task."""
+    """Layer x head heatmap of the change caused by ablating each head alone, one panel per task.
+
+    >>> from interp.core.tables import read_csv
+    >>> fig = head_sweep_figure(read_csv("tests/fixtures/results/head_sweep.csv"))  # from the repository's root
+    >>> len(fig.data) > 0
+    True
+    """
     if metric not in ("delta_accuracy", "delta_logprob"):
         raise ValueError(f"metric={metric!r}; expected 'delta_accuracy' or 'delta_logprob'")
     require_columns(rows, (*REQUIRED_COLUMNS["head_sweep"], metric), source)

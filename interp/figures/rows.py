@@ -34,13 +34,22 @@ BAD_TABLE_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, KeyError
 
 
 def table_error(path: str | Path, err: Exception) -> str:
-    """One line saying which results file could not be drawn, and why."""
+    """One line saying which results file could not be drawn, and why.
+
+    >>> table_error("results/x.csv", KeyError("task"))
+    "results file results/x.csv: KeyError: 'task'"
+    """
     message = str(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {err}"
     return message if str(path) in message else f"results file {path}: {message}"
 
 
 def load_results(path: str | Path, kind: str) -> list[dict]:
-    """Rows of a results file, with a clear error naming the file when a needed column is missing."""
+    """Rows of a results file, with a clear error naming the file when a needed column is missing.
+
+    >>> rows = load_results("tests/fixtures/results/ablation.csv", "ablation")  # from the repository's root
+    >>> len(rows), models_in(rows)
+    (33, ['tiny-model'])
+    """
     if kind not in REQUIRED_COLUMNS:
         raise ValueError(f"kind={kind!r}; expected one of {sorted(REQUIRED_COLUMNS)}")
     rows = read_csv(path, required=REQUIRED_COLUMNS[kind])
@@ -50,6 +59,13 @@ def load_results(path: str | Path, kind: str) -> list[dict]:
 
 
 def require_columns(rows: Rows, columns: Iterable[str], source: str) -> None:
+    """Fail, naming ``source``, when ``rows`` is empty or lacks one of ``columns``.
+
+    >>> require_columns([{"task": "UF"}], ["task", "accuracy"], "ablation.csv")
+    Traceback (most recent call last):
+    ...
+    ValueError: ablation.csv lacks column(s) ['accuracy']; it has ['task']
+    """
     if not rows:
         raise ValueError(f"{source}: no rows to plot")
     have = set().union(*(r.keys() for r in rows))
@@ -59,6 +75,11 @@ def require_columns(rows: Rows, columns: Iterable[str], source: str) -> None:
 
 
 def number(row: Mapping, column: str, source: str, allow_missing: bool = False) -> float | None:
+    """``row[column]`` as a float, with an error naming ``source`` when it is not a number (empty or NaN: None when ``allow_missing``).
+
+    >>> number({"accuracy": "0.5"}, "accuracy", "ablation.csv"), number({"accuracy": ""}, "accuracy", "x", allow_missing=True)
+    (0.5, None)
+    """
     value = row.get(column)
     if value is None or value == "":
         if allow_missing:
@@ -74,6 +95,11 @@ def number(row: Mapping, column: str, source: str, allow_missing: bool = False) 
 
 
 def accuracy_value(row: Mapping, source: str, column: str = "accuracy") -> float | None:
+    """``row[column]`` as a fraction in [0, 1] (None when empty), with an error naming ``source`` otherwise.
+
+    >>> accuracy_value({"accuracy": "0.75"}, "ablation.csv")
+    0.75
+    """
     value = number(row, column, source, allow_missing=True)
     if value is not None and not -1e-9 <= value <= 1 + 1e-9:
         raise ValueError(f"{source}: {column} must be a fraction in [0, 1], got {value} (row {dict(row)})")
@@ -81,6 +107,11 @@ def accuracy_value(row: Mapping, source: str, column: str = "accuracy") -> float
 
 
 def task_name(row: Mapping, source: str) -> str:
+    """The row's task under its canonical name, with an error naming ``source`` for an unknown one.
+
+    >>> task_name({"task": "uf"}, "ablation.csv")
+    'UF'
+    """
     try:
         return get_task(row.get("task")).name
     except ValueError as err:
@@ -88,6 +119,11 @@ def task_name(row: Mapping, source: str) -> str:
 
 
 def index_value(row: Mapping, column: str, source: str) -> int:
+    """``row[column]`` as a non-negative integer (a length, a layer), with an error naming ``source``.
+
+    >>> index_value({"length": "10.0"}, "length", "ablation.csv")
+    10
+    """
     value = number(row, column, source)
     if value != int(value) or value < 0:
         raise ValueError(f"{source}: {column} must be a non-negative integer, got {row.get(column)!r}")
@@ -95,7 +131,11 @@ def index_value(row: Mapping, column: str, source: str) -> int:
 
 
 def select_model(rows: Rows, model: str | None, source: str) -> tuple[str, list[Mapping]]:
-    """The rows of ``model``; with ``model=None`` the file must hold exactly one model."""
+    """The rows of ``model``; with ``model=None`` the file must hold exactly one model.
+
+    >>> select_model([{"model": "a", "x": 1}, {"model": "b", "x": 2}], "b", "t.csv")
+    ('b', [{'model': 'b', 'x': 2}])
+    """
     models = list(dict.fromkeys(str(r.get("model")) for r in rows))
     if model is None:
         if len(models) != 1:
@@ -108,27 +148,58 @@ def select_model(rows: Rows, model: str | None, source: str) -> tuple[str, list[
 
 
 def models_in(rows: Rows) -> list[str]:
+    """The models of ``rows``, in order of first appearance.
+
+    >>> models_in([{"model": "b"}, {"model": "a"}, {"model": "b"}])
+    ['b', 'a']
+    """
     return list(dict.fromkeys(str(r.get("model")) for r in rows))
 
 
 def mean(values: Sequence[float]) -> float:
+    """The arithmetic mean (of a non-empty sequence).
+
+    >>> mean([1.0, 2.0, 6.0])
+    3.0
+    """
     return sum(values) / len(values)
 
 
 def sd(values: Sequence[float]) -> float:
+    """The sample standard deviation; 0 for a single value.
+
+    >>> sd([1.0, 3.0]), sd([5.0])
+    (1.4142135623730951, 0.0)
+    """
     return statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def task_order(tasks: Iterable[str]) -> list[str]:
+    """The tasks present, in the paper's order (:data:`interp.data.tasks.TASK_NAMES`).
+
+    >>> task_order({"UB", "UF", "UL"})
+    ['UL', 'UF', 'UB']
+    """
     present = set(tasks)
     return [t for t in TASK_NAMES if t in present]
 
 
 def grid(n_items: int, max_cols: int = 3) -> tuple[int, int]:
+    """(rows, columns) of a panel grid for ``n_items``, at most ``max_cols`` wide.
+
+    >>> grid(5), grid(2)
+    ((2, 3), (1, 2))
+    """
     cols = min(max_cols, n_items)
     return math.ceil(n_items / cols), cols
 
 
 def colorbar_x(fig: go.Figure, col: int) -> float:
+    """Where a colorbar sits just right of panel ``col`` (paper coordinates).
+
+    >>> from plotly.subplots import make_subplots
+    >>> round(colorbar_x(make_subplots(rows=1, cols=2), 1), 3)
+    0.455
+    """
     axis = fig.layout["xaxis" if col == 1 else f"xaxis{col}"]
     return axis.domain[1] + 0.005

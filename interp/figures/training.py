@@ -17,7 +17,13 @@ from interp.figures.style import OKABE_ITO, PALETTE, SPLIT_STYLE, style
 
 
 def finetune_figure(rows: Rows, model: str = "", task: str = "", source: str = "finetune.csv") -> go.Figure:
-    """In- vs out-of-distribution accuracy (and loss) over fine-tuning steps."""
+    """In- vs out-of-distribution accuracy (and loss) over fine-tuning steps.
+
+    >>> from interp.core.tables import read_csv
+    >>> fig = finetune_figure(read_csv("tests/fixtures/results/finetune_tiny-model_UB.csv"), "tiny-model", "UB")
+    >>> len(fig.data) > 0
+    True
+    """
     require_columns(rows, REQUIRED_COLUMNS["finetune"], source)
     if task:
         try:
@@ -64,7 +70,14 @@ def finetune_figure(rows: Rows, model: str = "", task: str = "", source: str = "
 
 
 def finetune_summary_figure(runs: Mapping[tuple[str, str], Rows], source: str = "finetune files") -> go.Figure:
-    """Accuracy at the last step of each fine-tuning run, in vs out of distribution, per task."""
+    """Accuracy at the last step of each fine-tuning run, in vs out of distribution, per task.
+
+    >>> from interp.core.tables import read_csv
+    >>> rows = read_csv("tests/fixtures/results/finetune_tiny-model_UB.csv")
+    >>> fig = finetune_summary_figure({("tiny-model", "UB"): rows, ("tiny-model", "UF"): rows})
+    >>> len(fig.data) > 0
+    True
+    """
     if not runs:
         raise ValueError(f"{source}: no fine-tuning results")
     labels, per_split = [], defaultdict(dict)
@@ -100,7 +113,13 @@ def _bin_start(text: str) -> float:
 
 def from_scratch_figure(rows: Rows, source: str = "from_scratch.csv") -> go.Figure:
     """Accuracy of small transformers trained from scratch, per task and length bin; one panel per
-    positional encoding. Tick marks show C-RASP[pos] expressibility."""
+    positional encoding. Tick marks show C-RASP[pos] expressibility.
+
+    >>> from interp.core.tables import read_csv
+    >>> fig = from_scratch_figure(read_csv("tests/fixtures/results/from_scratch.csv"))  # from the repository's root
+    >>> len(fig.data) > 0
+    True
+    """
     require_columns(rows, REQUIRED_COLUMNS["from_scratch"], source)
     positionals = list(dict.fromkeys(str(r["positional"]) for r in rows))
     tasks = task_order(task_name(r, source) for r in rows)

@@ -21,8 +21,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.core.lm import HookedModel
 from interp.measure.batching import Hook, pad_token_id, padded_batches
-from interp.models.bridge import act_name, run_until
+from interp.models.bridge import TransformerBridge, act_name, run_until
 from interp.core.heads import Head, validate_heads
 from interp.prompts import EncodedPrompt
 
@@ -31,6 +32,11 @@ ABLATION_KINDS: tuple[str, ...] = get_args(AblationKind)
 
 
 def z_hook_name(layer: int) -> str:
+    """The hook whose ``head_index`` slices ablations replace: ``hook_z`` of ``layer``.
+
+    >>> z_hook_name(3)
+    'blocks.3.attn.hook_z'
+    """
     return act_name("z", layer)
 
 
@@ -67,9 +73,18 @@ class HeadMeans:
         return torch.cat([table, extra])
 
 
-def compute_head_means(model, reference: Sequence[EncodedPrompt], layers: Sequence[int] | None = None,
+def compute_head_means(model: TransformerBridge, reference: Sequence[EncodedPrompt], layers: Sequence[int] | None = None,
                        per_position: bool = False, batch_size: int = 8, progress: bool = True) -> HeadMeans:
-    """Mean of ``hook_z`` over the real tokens of ``reference`` prompts (prompt + answer)."""
+    """Mean of ``hook_z`` over the real tokens of ``reference`` prompts (prompt + answer).
+
+    >>> from interp.measure.encoding import encode_for
+    >>> from interp.measure.evaluate import task_prompts
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> means = compute_head_means(model, encode_for(model, task_prompts(model, "UF", 4, n_examples=4)), progress=False)
+    >>> sorted(means.overall), means.overall[0].shape  # per layer: head, d_head
+    ([0, 1], torch.Size([4, 16]))
+    """
     if not reference:
         raise ValueError("reference prompts for mean ablation must not be empty")
     layers = list(range(model.cfg.n_layers)) if layers is None else sorted(set(layers))
@@ -97,9 +112,15 @@ def _group_by_layer(heads: Sequence[Head]) -> dict[int, list[int]]:
     return dict(by_layer)
 
 
-def ablation_hooks(model, heads: Sequence[tuple[int, int]], kind: str = "zero", means: HeadMeans | None = None,
+def ablation_hooks(model: HookedModel, heads: Sequence[tuple[int, int]], kind: str = "zero", means: HeadMeans | None = None,
                    counter: HookCounter | None = None) -> list[Hook]:
-    """Hooks that replace the ``hook_z`` slice of each head in ``heads`` by zero or its mean."""
+    """Hooks that replace the ``hook_z`` slice of each head in ``heads`` by zero or its mean.
+
+    >>> from interp.models import load_model
+    >>> hooks = ablation_hooks(load_model("tiny-llama", device="cpu"), [(1, 2), (0, 3)])
+    >>> sorted(name for name, _ in hooks)
+    ['blocks.0.attn.hook_z', 'blocks.1.attn.hook_z']
+    """
     if kind not in ABLATION_KINDS:
         raise ValueError(f"kind={kind!r} is not an ablation; expected one of {ABLATION_KINDS}")
     heads = validate_heads(heads, model.cfg.n_layers, model.cfg.n_heads)
@@ -129,7 +150,7 @@ def ablation_hooks(model, heads: Sequence[tuple[int, int]], kind: str = "zero", 
 
 
 @contextmanager
-def ablated(model, heads: Sequence[tuple[int, int]], kind: str = "zero", means: HeadMeans | None = None,
+def ablated(model: HookedModel, heads: Sequence[tuple[int, int]], kind: str = "zero", means: HeadMeans | None = None,
             counter: HookCounter | None = None) -> Iterator[list[Hook]]:
     """``with ablated(model, heads, "zero"): ...`` runs everything inside with those heads ablated.
 
@@ -152,7 +173,11 @@ def ablated(model, heads: Sequence[tuple[int, int]], kind: str = "zero", means: 
 
 
 def random_heads(n_layers: int, n_heads: int, k: int, seed: int, exclude: Sequence[tuple[int, int]] = ()) -> list[Head]:
-    """``k`` distinct heads drawn uniformly (seeded), avoiding ``exclude``: the control condition."""
+    """``k`` distinct heads drawn uniformly (seeded), avoiding ``exclude``: the control condition.
+
+    >>> random_heads(n_layers=2, n_heads=4, k=3, seed=0)
+    [Head(layer=0, head=3), Head(layer=1, head=2), Head(layer=1, head=3)]
+    """
     candidates = [Head(l, h) for l in range(n_layers) for h in range(n_heads) if (l, h) not in set(map(tuple, exclude))]
     if k > len(candidates):
         raise ValueError(f"k={k} random heads requested but only {len(candidates)} heads are available")

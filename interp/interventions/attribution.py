@@ -24,9 +24,10 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from interp.core.lm import HookedModel
 from interp.interventions.ablation import ABLATION_KINDS, AblationKind, HeadMeans
 from interp.measure.batching import Hook, in_input_order, pad_token_id, padded_batches
-from interp.models.bridge import act_name
+from interp.models.bridge import TransformerBridge, act_name
 from interp.interventions.edges.patching import AttentionLayout, attention_layout
 from interp.core.heads import Head
 from interp.prompts import EncodedPrompt
@@ -42,7 +43,19 @@ Metric = Callable[[Float[Tensor, "batch out_pos vocab"]], Float[Tensor, " batch"
 
 def answer_logprob(logits: Float[Tensor, "batch slot vocab"], where: AnswerPositions) -> Float[Tensor, " batch"]:
     """Each row's mean log-probability of its answer tokens from the logits at ``where.positions``
-    (differentiable; the same number as ``interp.measure.teacher_forcing.score_answer``'s mean log-prob)."""
+    (differentiable; the same number as ``interp.measure.teacher_forcing.score_answer``'s mean log-prob).
+
+    >>> from interp.measure.encoding import encode_for
+    >>> from interp.measure.evaluate import task_prompts
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> encoded = encode_for(model, task_prompts(model, "UF", 4, n_examples=2))
+    >>> batch = next(padded_batches(encoded, 2, pad_token_id(model.tokenizer), sort_by_length=False))
+    >>> where = AnswerPositions.of(batch.items)
+    >>> logits = model(batch.tokens).gather(1, where.positions[..., None].expand(-1, -1, 354))
+    >>> answer_logprob(logits, where).shape
+    torch.Size([2])
+    """
     log_probs = logits.float().log_softmax(-1).gather(-1, where.answer_ids.to(logits.device)[..., None])[..., 0]
     mask = where.is_answer.to(logits.device)
     return (log_probs * mask).sum(-1) / mask.sum(-1)
@@ -53,7 +66,11 @@ def answer_logprob(logits: Float[Tensor, "batch slot vocab"], where: AnswerPosit
 
 def ablated_z(z: Float[Tensor, "batch pos head_index d_head"], layer: int, kind: AblationKind,
               means: HeadMeans | None) -> Float[Tensor, "batch pos head_index d_head"]:
-    """What ``interp.interventions.ablation`` puts in place of every head's ``hook_z`` slice."""
+    """What ``interp.interventions.ablation`` puts in place of every head's ``hook_z`` slice.
+
+    >>> ablated_z(torch.ones(1, 2, 3, 4), layer=0, kind="zero", means=None).abs().sum().item()
+    0.0
+    """
     if kind == "zero":
         return torch.zeros_like(z)
     return means.for_layer(layer, z.shape[1]).to(z.device, z.dtype).expand_as(z)
@@ -72,12 +89,17 @@ class AttributionPass:
     watched_grads: dict[str, Tensor]
 
 
-def attribution_pass(model, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind = "zero",
+def attribution_pass(model: HookedModel, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind = "zero",
                      means: HeadMeans | None = None, fwd_hooks: Sequence[Hook] = (), alpha: float = 0.0,
                      watch: Sequence[str] = (), keep: Sequence[str] = ()) -> AttributionPass:
     """The forward and backward pass behind :func:`head_attributions`; ``watch`` names further
     hooks whose values and gradients are returned, ``keep`` hooks whose values alone are (both in
-    ``watched``; a kept value is detached)."""
+    ``watched``; a kept value is detached).
+
+    >>> run = attribution_pass(model, batch.tokens, metric, watch=["blocks.1.attn.hook_pattern"])  # doctest: +SKIP
+    >>> sorted(run.z), sorted(run.watched_grads)  # doctest: +SKIP
+    ([0, 1], ['blocks.1.attn.hook_pattern'])
+    """
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha={alpha} must be between 0 (clean) and 1 (every head ablated)")
     names = [act_name("z", layer) for layer in range(model.cfg.n_layers)]
@@ -119,18 +141,27 @@ def attribution_pass(model, tokens: Int[Tensor, "batch pos"], metric: Metric, ki
 
 def z_changes(run: AttributionPass, kind: AblationKind, means: HeadMeans | None
               ) -> dict[int, Float[Tensor, "batch pos head_index d_head"]]:
-    """Per layer, what ablating each head alone changes in its ``hook_z`` slice."""
+    """Per layer, what ablating each head alone changes in its ``hook_z`` slice.
+
+    >>> run = attribution_pass(model, batch.tokens, metric)  # doctest: +SKIP
+    >>> changes = z_changes(run, "zero", None)  # minus each head's z, per layer  # doctest: +SKIP
+    """
     return {layer: ablated_z(z, layer, kind, means) - z for layer, z in run.z.items()}
 
 
 def first_order(run: AttributionPass, changes: dict[int, Tensor]) -> Float[Tensor, "batch layer head_index"]:
-    """``<dmetric/dz, z_ablated - z>`` per head, summed over positions and ``d_head``."""
+    """``<dmetric/dz, z_ablated - z>`` per head, summed over positions and ``d_head``.
+
+    >>> run = attribution_pass(model, batch.tokens, metric)  # doctest: +SKIP
+    >>> first_order(run, z_changes(run, "zero", None)).shape  # batch, layer, head  # doctest: +SKIP
+    torch.Size([2, 2, 4])
+    """
     return torch.stack([einops.einsum(run.z_grads[layer].float(), changes[layer].float(),
                                       "batch pos head d_head, batch pos head d_head -> batch head")
                         for layer in sorted(changes)], dim=1).cpu()
 
 
-def head_attributions(model, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind = "zero",
+def head_attributions(model: HookedModel, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind = "zero",
                       means: HeadMeans | None = None, fwd_hooks: Sequence[Hook] = (), alpha: float = 0.0
                       ) -> tuple[Float[Tensor, "batch out_pos vocab"], Float[Tensor, "batch layer head_index"]]:
     """The logits, and for every head ``<dmetric/dz, z_ablated - z>`` summed over positions and
@@ -140,7 +171,12 @@ def head_attributions(model, tokens: Int[Tensor, "batch pos"], metric: Metric, k
     slice alone is ablated. With ``alpha > 0`` every head runs ``alpha`` of the way to its
     ablation (``z + alpha * (z_ablated - z)``) and the gradient is taken there: one point of an
     integrated-gradients path. ``fwd_hooks`` stay active throughout (e.g. heads already
-    ablated, or ``select_positions_hook``, in which case the logits are those positions' only)."""
+    ablated, or ``select_positions_hook``, in which case the logits are those positions' only).
+
+    >>> logits, delta = head_attributions(model, batch.tokens, metric)  # doctest: +SKIP
+    >>> delta.shape  # batch, layer, head  # doctest: +SKIP
+    torch.Size([2, 2, 4])
+    """
     run = attribution_pass(model, tokens, metric, kind, means, fwd_hooks, alpha)
     return run.logits, first_order(run, z_changes(run, kind, means))
 
@@ -149,7 +185,7 @@ SCREENS = ("atp*", "first-order")
 DEFAULT_QK_ROWS = 64  # pattern rows per prompt the QK fix recomputes (see interp.interventions.qk_fix)
 
 
-def atp_star_attributions(model, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind = "zero",
+def atp_star_attributions(model: TransformerBridge, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind = "zero",
                           means: HeadMeans | None = None, fwd_hooks: Sequence[Hook] = (),
                           layout: AttentionLayout | None = None, qk_rows: int | None = DEFAULT_QK_ROWS
                           ) -> tuple[Float[Tensor, "batch out_pos vocab"], Float[Tensor, "batch layer head_index"]]:
@@ -214,7 +250,7 @@ class AttributionResult:
                  "estimate": f"{self.method} ({self.kind})"} for head in self.heads]
 
 
-def attribution_sweep(model, encoded: Sequence[EncodedPrompt], kind: str = "zero",
+def attribution_sweep(model: TransformerBridge, encoded: Sequence[EncodedPrompt], kind: str = "zero",
                       means: HeadMeans | None = None, batch_size: int = 8, steps: int = 1,
                       fwd_hooks: Sequence[Hook] = (), progress: bool = True, screen: str = "atp*",
                       qk_rows: int | None = DEFAULT_QK_ROWS) -> AttributionResult:
@@ -238,6 +274,28 @@ def attribution_sweep(model, encoded: Sequence[EncodedPrompt], kind: str = "zero
         >>> screen.delta_logprob().shape                               # layer x head, estimated change
         torch.Size([2, 4])
     """
+    _check_sweep_args(encoded, kind, means, steps, screen, qk_rows)
+    alphas = [0.0] if steps == 1 else [(i + 0.5) / steps for i in range(steps)]
+    clean_parts, delta_parts = [], []
+    layout = attention_layout(model) if screen == "atp*" else None
+    batches = list(padded_batches(encoded, batch_size, pad_token_id(model.tokenizer)))
+    for batch in tqdm(batches, desc="attribution", disable=not progress, leave=False):
+        where = AnswerPositions.of(batch.items)
+        hooks = [*fwd_hooks, select_positions_hook(where.positions)]
+        logits, delta = _batch_estimate(model, batch.tokens, partial(answer_logprob, where=where), kind, means, hooks,
+                                        screen, alphas, layout, qk_rows)
+        clean_parts.append((batch.indices, answer_rows(logits, batch.items)))
+        delta_parts.append((batch.indices, list(delta)))
+    method = ("AtP* (QK fix)" if screen == "atp*" else "attribution patching" if steps == 1
+              else f"integrated gradients ({steps} steps)")
+    n = len(encoded)
+    return AttributionResult(kind, AnswerScores.from_rows(in_input_order(n, clean_parts)),
+                             torch.stack(in_input_order(n, delta_parts)), method)
+
+
+def _check_sweep_args(encoded: Sequence[EncodedPrompt], kind: str, means: HeadMeans | None, steps: int, screen: str,
+                      qk_rows: int | None) -> None:
+    """One clear error for the first of :func:`attribution_sweep`'s arguments that cannot work."""
     if screen not in SCREENS:
         raise ValueError(f"screen={screen!r}; expected one of {SCREENS}")
     if screen == "atp*" and steps != 1:
@@ -252,38 +310,34 @@ def attribution_sweep(model, encoded: Sequence[EncodedPrompt], kind: str = "zero
         raise ValueError("encoded prompts must not be empty")
     if steps < 1:
         raise ValueError(f"steps={steps} must be >= 1 (1: attribution patching, more: integrated gradients)")
-    alphas = [0.0] if steps == 1 else [(i + 0.5) / steps for i in range(steps)]
-    clean_parts, delta_parts = [], []
-    layout = attention_layout(model) if screen == "atp*" else None
-    batches = list(padded_batches(encoded, batch_size, pad_token_id(model.tokenizer)))
-    for batch in tqdm(batches, desc="attribution", disable=not progress, leave=False):
-        where = AnswerPositions.of(batch.items)
-        hooks = [*fwd_hooks, select_positions_hook(where.positions)]
-        metric = partial(answer_logprob, where=where)
-        estimates = []
-        if screen == "atp*":
-            logits, delta = atp_star_attributions(model, batch.tokens, metric, kind, means, hooks, layout, qk_rows)
-            estimates.append(delta)
-        for alpha in alphas if screen == "first-order" else []:
-            logits, delta = head_attributions(model, batch.tokens, metric, kind, means, hooks, alpha)
-            estimates.append(delta)
-        if alphas != [0.0]:
-            with torch.no_grad(), model.hooks(fwd_hooks=hooks):
-                logits = model(batch.tokens.to(model.cfg.device))
-        clean_parts.append((batch.indices, answer_rows(logits, batch.items)))
-        delta_parts.append((batch.indices, list(torch.stack(estimates).mean(0))))
-    method = ("AtP* (QK fix)" if screen == "atp*" else "attribution patching" if steps == 1
-              else f"integrated gradients ({steps} steps)")
-    n = len(encoded)
-    return AttributionResult(kind, AnswerScores.from_rows(in_input_order(n, clean_parts)),
-                             torch.stack(in_input_order(n, delta_parts)), method)
 
 
-def recheck(model, encoded: Sequence[EncodedPrompt], screen: AttributionResult, k: int = 10,
+def _batch_estimate(model: TransformerBridge, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind,
+                    means: HeadMeans | None, hooks: Sequence[Hook], screen: str, alphas: list[float],
+                    layout: AttentionLayout | None, qk_rows: int | None
+                    ) -> tuple[Float[Tensor, "batch out_pos vocab"], Float[Tensor, "batch layer head_index"]]:
+    """One batch's clean logits and per-head estimate (averaged over the integrated-gradient points)."""
+    estimates = []
+    if screen == "atp*":
+        logits, delta = atp_star_attributions(model, tokens, metric, kind, means, hooks, layout, qk_rows)
+        estimates.append(delta)
+    for alpha in alphas if screen == "first-order" else []:
+        logits, delta = head_attributions(model, tokens, metric, kind, means, hooks, alpha)
+        estimates.append(delta)
+    if alphas != [0.0]:  # the gradient points were all off the clean run: one clean pass for the scores
+        with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+            logits = model(tokens.to(model.cfg.device))
+    return logits, torch.stack(estimates).mean(0)
+
+def recheck(model: TransformerBridge, encoded: Sequence[EncodedPrompt], screen: AttributionResult, k: int = 10,
             means: HeadMeans | None = None, batch_size: int = 8, progress: bool = True) -> Float[Tensor, "layer head_index"]:
     """The screen's estimates with the ``k`` flagged heads (largest estimated change) replaced by
     their exact single-head ablation effect from ``head_sweep``: screen, then pay for ``k``
-    heads instead of all."""
+    heads instead of all.
+
+    >>> screen = attribution_sweep(model, encoded, progress=False)  # doctest: +SKIP
+    >>> table = recheck(model, encoded, screen, k=3, progress=False)  # 3 heads exact, the rest estimated  # doctest: +SKIP
+    """
     table = screen.delta_logprob().clone()
     if k == 0:
         return table
@@ -318,7 +372,13 @@ def _lowest(values: Tensor, k: int) -> list[int]:
 
 def agreement(estimate: Float[Tensor, "layer head_index"], exact: Float[Tensor, "layer head_index"], k: int = 10) -> Agreement:
     """Rank correlation over all heads, and overlap of the ``k`` heads whose ablation lowers the
-    answer log-prob most (and of the ``k`` largest changes either way)."""
+    answer log-prob most (and of the ``k`` largest changes either way).
+
+    >>> estimate = torch.tensor([[-1.0, 0.1], [-0.5, 0.0]])
+    >>> exact = torch.tensor([[-2.0, 0.2], [-0.4, 0.1]])
+    >>> agreement(estimate, exact, k=2).summary()
+    'Spearman 1.000, Pearson 0.960, top-2 overlap 2/2 (largest |change|: 2/2)'
+    """
     from scipy.stats import pearsonr, spearmanr
 
     if estimate.shape != exact.shape:

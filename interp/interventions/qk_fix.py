@@ -37,7 +37,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from interp.models.bridge import act_name, apply_rotary, rotary_hook_names
+from interp.models.bridge import TransformerBridge, act_name, apply_rotary, rotary_hook_names
 from interp.interventions.edges.patching import AttentionLayout
 
 
@@ -53,7 +53,14 @@ class FixedRows:
 
 def hook_names(layout: AttentionLayout) -> tuple[list[str], list[str]]:
     """The hooks the fix needs: patterns (values and gradients) and, values only, the clean
-    scores, queries, keys, normalisation scales and rotary tables of every layer."""
+    scores, queries, keys, normalisation scales and rotary tables of every layer.
+
+    >>> from interp.interventions.edges.patching import attention_layout
+    >>> from interp.models import load_model
+    >>> patterns, kept = hook_names(attention_layout(load_model("tiny-llama", device="cpu")))
+    >>> patterns
+    ['blocks.0.attn.hook_pattern', 'blocks.1.attn.hook_pattern']
+    """
     patterns = [act_name("pattern", layer) for layer in range(layout.n_layers)]
     kept = []
     for layer in range(layout.n_layers):
@@ -65,7 +72,12 @@ def hook_names(layout: AttentionLayout) -> tuple[list[str], list[str]]:
 
 
 def pattern_spread(grad: Float[Tensor, "batch head query key"]) -> Float[Tensor, "batch head query"]:
-    """Per pattern row, ``max - min`` of the metric's gradient over the keys the row can attend to."""
+    """Per pattern row, ``max - min`` of the metric's gradient over the keys the row can attend to.
+
+    >>> grad = torch.tensor([[[[0.0, 1.0, 2.0], [3.0, 0.0, -1.0], [0.0, 0.0, 0.0]]]])
+    >>> pattern_spread(grad).tolist()  # row 1 sees keys 0 and 1 only
+    [[[0.0, 3.0, 0.0]]]
+    """
     causal = torch.ones(grad.shape[-2:], dtype=torch.bool, device=grad.device).tril()
     high = grad.masked_fill(~causal, float("-inf")).amax(-1)
     low = grad.masked_fill(~causal, float("inf")).amin(-1)
@@ -74,7 +86,11 @@ def pattern_spread(grad: Float[Tensor, "batch head query key"]) -> Float[Tensor,
 
 def select_rows(pattern_grads: list[Tensor], rows_per_prompt: int | None) -> FixedRows:
     """The rows of layers 1.. with the largest gradient spread, ``rows_per_prompt`` per prompt on
-    average (``None``: every row whose spread is not zero)."""
+    average (``None``: every row whose spread is not zero).
+
+    >>> pattern_grads = [run.watched_grads[name] for name in patterns]  # doctest: +SKIP
+    >>> rows = select_rows(pattern_grads, rows_per_prompt=64)  # doctest: +SKIP
+    """
     spread = torch.stack([pattern_spread(g.float()) for g in pattern_grads[1:]], dim=1)  # batch layer head query
     flat = spread.flatten()
     if rows_per_prompt is None:
@@ -87,7 +103,7 @@ def select_rows(pattern_grads: list[Tensor], rows_per_prompt: int | None) -> Fix
 
 
 
-def _normalised(model, delta: Float[Tensor, "*rows d_model"]) -> Float[Tensor, "*rows d_model"]:
+def _normalised(model: TransformerBridge, delta: Float[Tensor, "*rows d_model"]) -> Float[Tensor, "*rows d_model"]:
     """What a change of the residual stream becomes after the attention input's normalisation, at its
     clean scale (divided out by the caller)."""
     if model.cfg.normalization_type in ("LN", "LNPre"):
@@ -95,7 +111,7 @@ def _normalised(model, delta: Float[Tensor, "*rows d_model"]) -> Float[Tensor, "
     return delta
 
 
-def _rotate(model, layout: AttentionLayout, x: Tensor, kept: dict[str, Tensor], layer: int, rows) -> Tensor:
+def _rotate(model: TransformerBridge, layout: AttentionLayout, x: Tensor, kept: dict[str, Tensor], layer: int, rows) -> Tensor:
     if not layout.rotary:
         return x
     n_batch = kept[layout.query_hook(layer)].shape[0]
@@ -104,11 +120,15 @@ def _rotate(model, layout: AttentionLayout, x: Tensor, kept: dict[str, Tensor], 
     return apply_rotary(model, x, cos, sin)
 
 
-def layer_corrections(model, layout: AttentionLayout, layer: int, rows: FixedRows, kept: dict[str, Tensor],
+def layer_corrections(model: TransformerBridge, layout: AttentionLayout, layer: int, rows: FixedRows, kept: dict[str, Tensor],
                       pattern_grad: Float[Tensor, "batch head query key"],
                       changes: Float[Tensor, "source batch pos d_head"]) -> Float[Tensor, "source batch"]:
     """The QK-fix correction of every source head below ``layer`` (stacked, layer-major) for
-    the fixed rows of ``layer``, per prompt."""
+    the fixed rows of ``layer``, per prompt.
+
+    >>> correction = layer_corrections(model, layout, 1, rows, run.watched, pattern_grads[1], changes)  # doctest: +SKIP
+    >>> correction.shape  # source heads of layer 0, batch  # doctest: +SKIP
+    """
     n_sources, n_batch = changes.shape[:2]
     writing = _normalised(model, einops.rearrange(model.W_O[:layer].detach().float(),
                                                   "layer head d_head d_model -> (layer head) d_head d_model"))
@@ -128,7 +148,7 @@ def layer_corrections(model, layout: AttentionLayout, layer: int, rows: FixedRow
     return correction
 
 
-def _head_correction(model, layout, layer, head, kv, batch, query, kept, pattern_grad, changes, writing, key_change,
+def _head_correction(model: TransformerBridge, layout, layer, head, kv, batch, query, kept, pattern_grad, changes, writing, key_change,
                      scale) -> Float[Tensor, "source batch"]:
     """The correction from the fixed rows ``(batch[i], query[i])`` of one query head."""
     residual_change = einops.einsum(changes[:, batch, query], writing,
@@ -154,10 +174,14 @@ def _head_correction(model, layout, layer, head, kv, batch, query, kept, pattern
     return per_prompt.index_add_(1, batch, weighted)
 
 
-def qk_corrections(model, layout: AttentionLayout, kept: dict[str, Tensor], pattern_grads: list[Tensor],
+def qk_corrections(model: TransformerBridge, layout: AttentionLayout, kept: dict[str, Tensor], pattern_grads: list[Tensor],
                    changes: dict[int, Float[Tensor, "batch pos head_index d_head"]],
                    rows_per_prompt: int | None) -> Float[Tensor, "batch layer head_index"]:
-    """Per prompt and source head, the QK fix's correction to the first-order estimate."""
+    """Per prompt and source head, the QK fix's correction to the first-order estimate.
+
+    >>> fix = qk_corrections(model, layout, run.watched, pattern_grads, z_changes(run, "zero", None), 64)  # doctest: +SKIP
+    >>> fix.shape  # batch, layer, head  # doctest: +SKIP
+    """
     rows = select_rows(pattern_grads, rows_per_prompt)
     n_layers, n_heads = layout.n_layers, layout.n_heads
     n_batch = changes[0].shape[0]

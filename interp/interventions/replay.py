@@ -16,8 +16,9 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from interp.core.lm import HookedModel
 from interp.measure.batching import Hook, PaddedBatch
-from interp.models.bridge import act_name, run_from_layer, unembed_residual
+from interp.models.bridge import TransformerBridge, act_name, run_from_layer, unembed_residual
 from interp.measure.teacher_forcing import AnswerPositions, ScoreRow, answer_rows, gather_positions, select_positions_hook
 
 
@@ -32,9 +33,15 @@ class CleanBatch:
     positions: Int[Tensor, "batch slot"]
 
 
-def run_clean(model, batch: PaddedBatch, layers: Iterable[int]) -> CleanBatch:
+def run_clean(model: HookedModel, batch: PaddedBatch, layers: Iterable[int]) -> CleanBatch:
     """Score ``batch`` without intervention, keeping ``hook_resid_pre`` of ``layers``; logits are
-    computed at the answer positions only."""
+    computed at the answer positions only.
+
+    >>> batch = next(padded_batches(encoded, 8, pad_token_id(model.tokenizer)))  # doctest: +SKIP
+    >>> clean = run_clean(model, batch, layers=[1])  # doctest: +SKIP
+    >>> sorted(clean.residuals)  # doctest: +SKIP
+    [1]
+    """
     layers = sorted(set(layers))
     names = {act_name("resid_pre", layer) for layer in layers}
     positions = AnswerPositions.of(batch.items).positions
@@ -45,11 +52,17 @@ def run_clean(model, batch: PaddedBatch, layers: Iterable[int]) -> CleanBatch:
     return CleanBatch(batch, {layer: cache[act_name("resid_pre", layer)] for layer in layers}, rows, positions)
 
 
-def replay(model, clean: CleanBatch, layer: int, fwd_hooks: Sequence[Hook] = (), copies: int = 1) -> list[list[ScoreRow]]:
+def replay(model: TransformerBridge, clean: CleanBatch, layer: int, fwd_hooks: Sequence[Hook] = (), copies: int = 1) -> list[list[ScoreRow]]:
     """Scores of the batch with blocks ``layer..`` run again under ``fwd_hooks``.
 
     ``copies`` stacks the batch that many times along the batch axis (hooks see rows
-    ``[i * len(batch), (i + 1) * len(batch))`` as copy ``i``); returns one list of rows per copy."""
+    ``[i * len(batch), (i + 1) * len(batch))`` as copy ``i``); returns one list of rows per copy.
+
+    >>> clean = run_clean(model, batch, layers=[1])  # doctest: +SKIP
+    >>> [rows] = replay(model, clean, 1, fwd_hooks=ablation_hooks(model, [(1, 2)]))  # doctest: +SKIP
+    >>> len(rows) == len(batch)  # doctest: +SKIP
+    True
+    """
     if layer not in clean.residuals:
         raise ValueError(f"layer {layer}: the clean run kept only layers {sorted(clean.residuals)}")
     residual = einops.repeat(clean.residuals[layer], "batch pos d_model -> (copies batch) pos d_model", copies=copies)

@@ -16,6 +16,8 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from interp.models.bridge import TransformerBridge
+from interp.core.lm import HookedModel
 from interp.interventions.ablation import AblationKind, HeadMeans, ablation_hooks, z_hook_name
 from interp.measure.batching import batched, in_input_order, pad_token_id, padded_batches
 from interp.core.heads import Head, validate_heads
@@ -50,7 +52,7 @@ class SweepResult:
                 for head, scores, delta in zip(self.heads, self.ablated, self.delta_logprobs())]
 
 
-def _stacked_hook(model, layer: int, heads: Sequence[int], n_rows: int, kind: AblationKind, means: HeadMeans | None):
+def _stacked_hook(model: HookedModel, layer: int, heads: Sequence[int], n_rows: int, kind: AblationKind, means: HeadMeans | None):
     """One hook on ``hook_z`` of ``layer`` ablating head ``heads[i]`` in the i-th block of rows."""
     per_head = [ablation_hooks(model, [(layer, h)], kind, means)[0][1] for h in heads]
 
@@ -60,7 +62,7 @@ def _stacked_hook(model, layer: int, heads: Sequence[int], n_rows: int, kind: Ab
     return z_hook_name(layer), hook
 
 
-def head_sweep(model, encoded: Sequence[EncodedPrompt], heads: Sequence[tuple[int, int]] | None = None,
+def head_sweep(model: TransformerBridge, encoded: Sequence[EncodedPrompt], heads: Sequence[tuple[int, int]] | None = None,
                kind: AblationKind = "zero", means: HeadMeans | None = None, batch_size: int = 8,
                progress: bool = True, heads_per_pass: int = 1) -> SweepResult:
     """Scores of ``encoded`` prompts with each head in ``heads`` (default: all) ablated alone.
@@ -108,10 +110,20 @@ def head_sweep(model, encoded: Sequence[EncodedPrompt], heads: Sequence[tuple[in
                        [AnswerScores.from_rows(in_input_order(n, ablated_parts[h])) for h in heads])
 
 
-def naive_head_sweep(model, encoded: Sequence[EncodedPrompt], heads: Sequence[tuple[int, int]],
+def naive_head_sweep(model: HookedModel, encoded: Sequence[EncodedPrompt], heads: Sequence[tuple[int, int]],
                      kind: AblationKind = "zero", means: HeadMeans | None = None, batch_size: int = 8,
                      progress: bool = True) -> SweepResult:
-    """Reference implementation: one full hooked forward per head (for tests and benchmarks)."""
+    """Reference implementation: one full hooked forward per head (for tests and benchmarks).
+
+    >>> from interp.measure.encoding import encode_for
+    >>> from interp.measure.evaluate import task_prompts
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> encoded = encode_for(model, task_prompts(model, "UF", 4, n_examples=3))
+    >>> result = naive_head_sweep(model, encoded, [(0, 1), (1, 2)], progress=False)
+    >>> result.delta_logprob_table(2, 4).shape
+    torch.Size([2, 4])
+    """
     heads = validate_heads(heads, model.cfg.n_layers, model.cfg.n_heads)
     clean = teacher_forced_scores(model, encoded, batch_size, progress=False, every_position=True)
     ablated = [teacher_forced_scores(model, encoded, batch_size, ablation_hooks(model, [h], kind, means), progress=False,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from interp.core.lm import LanguageModel
 from interp.measure.batching import Hook
 from interp.data.paper_files import ExampleSource, Generated
 from interp.measure.encoding import encode_for
@@ -18,25 +19,39 @@ __all__ = ["Accuracy", "AnswerScores", "evaluate_prompts", "evaluate_task", "tas
            "greedy_continuation", "scores_from_logits", "task_prompts"]
 
 
-def task_prompts(model, task: str | TaskSpec, length: int, n_examples: int, seed: int = 0,
+def task_prompts(model: LanguageModel, task: str | TaskSpec, length: int, n_examples: int, seed: int = 0,
                  prompt_config: PromptConfig = PromptConfig(), vocabulary: Sequence[str] | None = None,
                  source: ExampleSource | None = None) -> list[Prompt]:
     """Seeded prompts of a task. Examples come from ``source`` (default: the generator over
     ``vocabulary``, itself by default the paper's items for the task,
-    :func:`interp.data.vocab.paper_vocabulary`); demonstrations from the generator over the same items."""
+    :func:`interp.data.vocab.paper_vocabulary`); demonstrations from the generator over the same items.
+
+    >>> from interp.models import load_model
+    >>> prompts = task_prompts(load_model("tiny-llama", device="cpu"), "UF", length=4, n_examples=3)
+    >>> len(prompts), prompts[0].example.task
+    (3, 'UF')
+    """
     spec = task if isinstance(task, TaskSpec) else get_task(task)
     source = source or Generated(tuple(vocabulary) if vocabulary else None)
     examples = source.examples(spec, length, n_examples, seed)
     return build_prompts(examples, prompt_config, seed=seed, vocabulary=source.items(spec))
 
 
-def evaluate_prompts(model, prompts: Sequence[Prompt], prompt_config: PromptConfig = PromptConfig(),
+def evaluate_prompts(model: LanguageModel, prompts: Sequence[Prompt], prompt_config: PromptConfig = PromptConfig(),
                      batch_size: int = 8, fwd_hooks: Sequence[Hook] = (), progress: bool | str = True) -> AnswerScores:
+    """Teacher-forced scores of ``prompts``, encoded as ``prompt_config`` says, with ``fwd_hooks`` active.
+
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> scores = evaluate_prompts(model, task_prompts(model, "UF", 4, n_examples=3), progress=False)
+    >>> scores.correct.shape, bool((scores.mean_logprob < 0).all())
+    (torch.Size([3]), True)
+    """
     encoded = encode_for(model, prompts, prompt_config)
     return teacher_forced_scores(model, encoded, batch_size, fwd_hooks, progress)
 
 
-def evaluate_task(model, task: str | TaskSpec, length: int, n_examples: int = 100, *, seed: int = 0,
+def evaluate_task(model: LanguageModel, task: str | TaskSpec, length: int, n_examples: int = 100, *, seed: int = 0,
                   prompt_config: PromptConfig = PromptConfig(), vocabulary: Sequence[str] | None = None,
                   batch_size: int = 8, fwd_hooks: Sequence[Hook] = (), progress: bool | str = True,
                   source: ExampleSource | None = None) -> Accuracy:
@@ -59,7 +74,13 @@ def evaluate_task(model, task: str | TaskSpec, length: int, n_examples: int = 10
 
 
 def task_row(task: str, length: int, accuracy: Accuracy, prompt_config: PromptConfig, seed: int) -> dict:
-    """One row of a per-task results table (directional bias, ablations)."""
+    """One row of a per-task results table (directional bias, ablations).
+
+    >>> accuracy = Accuracy(n_examples=4, accuracy=0.75, stderr=0.2165, mean_logprob=-0.4, token_accuracy=0.9)
+    >>> row = task_row("UF", 10, accuracy, PromptConfig(), seed=0)
+    >>> row["task"], row["length"], row["accuracy"], row["n_shots"]
+    ('UF', 10, 0.75, 5)
+    """
     return {"task": task, "length": length, **accuracy.as_row(), "n_shots": prompt_config.n_shots,
             "template": prompt_config.template_for(get_task(task).family), "protocol": prompt_config.protocol,
             "seed": seed}

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
+from interp.core.lm import LanguageModel
 from interp.prompts.tokens import text_ids
 from interp.measure.batching import Hook, batched, forward_logits, pad_token_id, right_pad
 from interp.measure.encoding import encode_for
@@ -23,9 +24,15 @@ from interp.prompts import EncodedPrompt, Prompt, PromptConfig, prompt_rule
 from interp.measure.teacher_forcing import check_context, logits_at
 
 
-def greedy_continuation(model, prompt_ids: Sequence[int], max_new_tokens: int, stop_ids: frozenset[int],
+def greedy_continuation(model: LanguageModel, prompt_ids: Sequence[int], max_new_tokens: int, stop_ids: frozenset[int],
                         fwd_hooks: Sequence[Hook] = ()) -> list[int]:
-    """Greedy tokens after ``prompt_ids`` until a stop token (not included) or the budget."""
+    """Greedy tokens after ``prompt_ids`` until a stop token (not included) or the budget.
+
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> len(greedy_continuation(model, [1, 2, 3], max_new_tokens=2, stop_ids=frozenset()))
+    2
+    """
     ids = list(prompt_ids)
     new: list[int] = []
     for _ in range(max_new_tokens):
@@ -38,10 +45,18 @@ def greedy_continuation(model, prompt_ids: Sequence[int], max_new_tokens: int, s
     return new
 
 
-def greedy_answers(model, encoded: Sequence[EncodedPrompt], slack: int = 1, fwd_hooks: Sequence[Hook] = (),
+def greedy_answers(model: LanguageModel, encoded: Sequence[EncodedPrompt], slack: int = 1, fwd_hooks: Sequence[Hook] = (),
                    progress: bool | str = True) -> list[tuple[int, ...]]:
     """Free greedy generation after each prompt, stopped at one of its end tokens or after
-    ``len(answer) + slack`` tokens (one extra token already decides whether a copy stops)."""
+    ``len(answer) + slack`` tokens (one extra token already decides whether a copy stops).
+
+    >>> from interp.measure.evaluate import task_prompts
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> answers = greedy_answers(model, encode_for(model, task_prompts(model, "UF", 4, n_examples=3)), progress=False)
+    >>> len(answers), type(answers[0]).__name__
+    (3, 'tuple')
+    """
     if slack < 1:
         raise ValueError(f"slack={slack} must be >= 1 so that a copy that fails to stop is seen")
     check_context(model, [EncodedPrompt(p.prompt_ids, p.answer_ids + (0,) * slack, p.end) for p in encoded])
@@ -75,7 +90,7 @@ def _generation_rows(tokenizer, prompts: Sequence[Prompt], encoded: Sequence[Enc
     return rows
 
 
-def _advance(model, rows: Sequence[_Row], prompts: Sequence[Prompt], fwd_hooks: Sequence[Hook]) -> None:
+def _advance(model: LanguageModel, rows: Sequence[_Row], prompts: Sequence[Prompt], fwd_hooks: Sequence[Hook]) -> None:
     """One greedy token for every row of ``rows`` (one batched pass, logits at each row's end)."""
     tokenizer = model.tokenizer
     tokens, _ = right_pad([r.ids for r in rows], pad_token_id(tokenizer))
@@ -93,7 +108,7 @@ def _advance(model, rows: Sequence[_Row], prompts: Sequence[Prompt], fwd_hooks: 
                     or rule.settled(row.text, row.target, row.end_text))
 
 
-def generate_answers(model, prompts: Sequence[Prompt], prompt_config: PromptConfig = PromptConfig(),
+def generate_answers(model: LanguageModel, prompts: Sequence[Prompt], prompt_config: PromptConfig = PromptConfig(),
                      batch_size: int = 8, fwd_hooks: Sequence[Hook] = (), progress: bool = True) -> list[str]:
     """Greedy continuation text of each prompt, batched: each row until its answer rule's stop
     text, EOS, its budget, or a prefix that settles its score (then the text is that prefix).
@@ -110,7 +125,7 @@ def generate_answers(model, prompts: Sequence[Prompt], prompt_config: PromptConf
     return [r.text for r in rows]
 
 
-def generate_accuracy(model, prompts: Sequence[Prompt], prompt_config: PromptConfig = PromptConfig(),
+def generate_accuracy(model: LanguageModel, prompts: Sequence[Prompt], prompt_config: PromptConfig = PromptConfig(),
                       batch_size: int = 8, progress: bool = True) -> tuple[float, list[bool]]:
     """String-level exact match of greedy generations, each read by its prompt's answer rule
     (the paper's way for ``--protocol paper``; slow).

@@ -24,7 +24,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from interp.measure.batching import batched, pad_token_id, padded_batches
-from interp.models.bridge import act_name, run_until
+from interp.models.bridge import TransformerBridge, act_name, run_until
 from interp.core.heads import Head
 from interp.core.naming import model_name
 from interp.prompts import EncodedPrompt, Prompt, prompt_layout
@@ -33,11 +33,19 @@ from interp.prompts.tokens import text_ids
 SCORE_NAMES = ("induction", "anti_induction", "previous_token")
 
 
-def patterns_of_every_layer(model, tokens: Int[Tensor, "batch pos"],
+def patterns_of_every_layer(model: TransformerBridge, tokens: Int[Tensor, "batch pos"],
                             reduce: Callable[[int, Float[Tensor, "batch head_index query_pos key_pos"]], None]) -> None:
     """Call ``reduce(layer, pattern)`` on each layer's attention pattern, in one forward pass that
     stops right after the last layer's pattern (its MLP and the unembedding never run), so no
-    pattern outlives its reduction."""
+    pattern outlives its reduction.
+
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> shapes = {}
+    >>> patterns_of_every_layer(model, torch.tensor([[1, 2, 3]]), lambda layer, pattern: shapes.update({layer: pattern.shape}))
+    >>> shapes  # batch, head, query, key
+    {0: torch.Size([1, 4, 3, 3]), 1: torch.Size([1, 4, 3, 3])}
+    """
 
     def hook(pattern, hook):
         reduce(hook.layer(), pattern)
@@ -50,7 +58,12 @@ def patterns_of_every_layer(model, tokens: Int[Tensor, "batch pos"],
 
 
 def token_pool(tokenizer, exclude_special: bool = True) -> Int[Tensor, " pool"]:
-    """All token ids except the special ones (BOS/EOS/PAD...), the pool random probes draw from."""
+    """All token ids except the special ones (BOS/EOS/PAD...), the pool random probes draw from.
+
+    >>> from interp.models.tiny import tiny_tokenizer
+    >>> token_pool(tiny_tokenizer()).shape
+    torch.Size([352])
+    """
     special = set(tokenizer.all_special_ids) if exclude_special else set()
     return torch.tensor([i for i in range(len(tokenizer)) if i not in special])
 
@@ -59,7 +72,12 @@ def repeated_random_tokens(pool: Int[Tensor, " pool"], n_sequences: int = 100, h
                            bos_id: int | None = None) -> Int[Tensor, "batch pos"]:
     """``n_sequences`` random sequences of ``half_length`` tokens drawn from ``pool``, each repeated
     twice; optionally preceded by ``bos_id``. Tokens within a half are distinct, so every token of
-    the second copy has exactly one earlier occurrence."""
+    the second copy has exactly one earlier occurrence.
+
+    >>> tokens = repeated_random_tokens(torch.arange(10, 30), n_sequences=2, half_length=4)
+    >>> tokens.shape, bool((tokens[:, :4] == tokens[:, 4:]).all())
+    (torch.Size([2, 8]), True)
+    """
     if half_length < 3:
         raise ValueError(f"half_length={half_length} must be >= 3")
     if len(pool) < half_length:
@@ -78,14 +96,26 @@ def repeated_random_tokens(pool: Int[Tensor, " pool"], n_sequences: int = 100, h
 
 def offset_attention(pattern: Float[Tensor, "batch head_index query_pos key_pos"], offset: int, q_start: int,
                      q_stop: int) -> Float[Tensor, " head_index"]:
-    """Mean over batch and query positions ``q`` in ``[q_start, q_stop)`` of ``A[q, q - offset]``."""
+    """Mean over batch and query positions ``q`` in ``[q_start, q_stop)`` of ``A[q, q - offset]``.
+
+    >>> uniform = torch.tril(torch.ones(1, 2, 6, 6))
+    >>> uniform = uniform / uniform.sum(-1, keepdim=True)  # every query spreads evenly over its keys
+    >>> [round(x, 3) for x in offset_attention(uniform, offset=1, q_start=1, q_stop=6).tolist()]
+    [0.29, 0.29]
+    """
     diagonal = torch.diagonal(pattern, offset=-offset, dim1=-2, dim2=-1)  # [batch, head, q - offset]
     return diagonal[..., q_start - offset : q_stop - offset].float().mean(dim=(0, -1))
 
 
 def repeat_scores(pattern: Float[Tensor, "batch head_index query_pos key_pos"], half_length: int,
                   bos: int = 0) -> dict[str, Float[Tensor, " head_index"]]:
-    """The three scores of one layer's pattern on repeated sequences (``bos`` = 1 when prefixed)."""
+    """The three scores of one layer's pattern on repeated sequences (``bos`` = 1 when prefixed).
+
+    >>> uniform = torch.tril(torch.ones(1, 2, 6, 6))
+    >>> scores = repeat_scores(uniform / uniform.sum(-1, keepdim=True), half_length=3)
+    >>> sorted(scores), scores["induction"].shape
+    (['anti_induction', 'induction', 'previous_token'], torch.Size([2]))
+    """
     n = half_length
     start, stop = bos + n + 1, bos + 2 * n  # second-copy positions where p - n - 1 is still in the first copy
     return {
@@ -158,7 +188,7 @@ class HeadScores:
         return cls(scores, str(rows[0].get("model", "")))
 
 
-def score_heads(model, tokens: Int[Tensor, "batch pos"] | None = None, *, half_length: int = 50,
+def score_heads(model: TransformerBridge, tokens: Int[Tensor, "batch pos"] | None = None, *, half_length: int = 50,
                 n_sequences: int = 100, seed: int = 0, prepend_bos: bool = False, batch_size: int = 20,
                 progress: bool = True) -> HeadScores:
     """Induction, anti-induction and previous-token scores of every head.
@@ -207,14 +237,34 @@ def answer_source_positions(tokenizer, prompt: Prompt, encoded: EncodedPrompt) -
 
     The output position is the one whose logits predict answer item ``t`` (its first token); the
     source is where that item sits in the test line's context (its first token of its own
-    characters, :mod:`interp.prompts.layout`)."""
+    characters, :mod:`interp.prompts.layout`).
+
+    >>> from interp.measure.encoding import encode_for
+    >>> from interp.measure.evaluate import task_prompts
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> from interp.prompts import PromptConfig
+    >>> prompts = task_prompts(model, "UR", 5, n_examples=1, prompt_config=PromptConfig(n_shots=0))
+    >>> [(output, source)] = answer_source_positions(model.tokenizer, prompts[0], encode_for(model, prompts)[0])
+    >>> output > source
+    True
+    """
     bos = len(encoded.prompt_ids) - len(text_ids(tokenizer, prompt.text))
     return prompt_layout(tokenizer, prompt, bool(bos), encoded=encoded).source_pairs()
 
 
-def task_attention_scores(model, prompts: Sequence[Prompt], encoded: Sequence[EncodedPrompt], batch_size: int = 8,
+def task_attention_scores(model: TransformerBridge, prompts: Sequence[Prompt], encoded: Sequence[EncodedPrompt], batch_size: int = 8,
                           progress: bool = True) -> Float[Tensor, "layer head_index"]:
-    """Mean attention from each output position to its answer's source position, per head."""
+    """Mean attention from each output position to its answer's source position, per head.
+
+    >>> from interp.measure.encoding import encode_for
+    >>> from interp.measure.evaluate import task_prompts
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> prompts = task_prompts(model, "UB", 4, n_examples=2)
+    >>> task_attention_scores(model, prompts, encode_for(model, prompts), progress=False).shape  # layer x head
+    torch.Size([2, 4])
+    """
     pairs = [answer_source_positions(model.tokenizer, p, e) for p, e in zip(prompts, encoded)]
     total = torch.zeros(model.cfg.n_layers, model.cfg.n_heads)
     count = 0
@@ -238,13 +288,23 @@ def task_attention_scores(model, prompts: Sequence[Prompt], encoded: Sequence[En
 def detection_scores(pattern: Float[Tensor, "batch head_index query_pos key_pos"],
                      detection: Float[Tensor, "batch query_pos key_pos"]) -> Float[Tensor, " head_index"]:
     """``transformer_lens.head_detector``'s "mul" measure, batched: the share of a head's attention
-    that falls on the detection pattern, averaged over sequences."""
+    that falls on the detection pattern, averaged over sequences.
+
+    >>> uniform = torch.tril(torch.ones(1, 2, 4, 4))
+    >>> uniform = uniform / uniform.sum(-1, keepdim=True)
+    >>> detection_scores(uniform, induction_detection_pattern(torch.tensor([[5, 6, 5, 6]]))).shape
+    torch.Size([2])
+    """
     matched = einops.einsum(pattern.float(), detection.float(), "batch head query key, batch query key -> batch head")
     return (matched / pattern.float().sum(dim=(-2, -1))).mean(0)
 
 
 def induction_detection_pattern(tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch query_pos key_pos"]:
-    """1 at ``[q, k]`` when the token before ``k`` equals the token at ``q`` (k <= q), as TL builds it."""
+    """1 at ``[q, k]`` when the token before ``k`` equals the token at ``q`` (k <= q), as TL builds it.
+
+    >>> induction_detection_pattern(torch.tensor([[5, 6, 5, 6]]))[0].nonzero().tolist()  # (query, key) pairs
+    [[2, 1], [3, 2]]
+    """
     same = tokens[:, :, None] == tokens[:, None, :]  # [batch, q, k'] duplicate tokens, k' < q
     duplicate = torch.tril(same, diagonal=-1)
     shifted = torch.zeros_like(duplicate)
@@ -252,9 +312,16 @@ def induction_detection_pattern(tokens: Int[Tensor, "batch pos"]) -> Float[Tenso
     return torch.tril(shifted).float()
 
 
-def detect_induction_batched(model, tokens: Int[Tensor, "batch pos"], batch_size: int = 20,
+def detect_induction_batched(model: TransformerBridge, tokens: Int[Tensor, "batch pos"], batch_size: int = 20,
                              progress: bool = False) -> Float[Tensor, "layer head_index"]:
-    """The same numbers as ``detect_head(model, seqs, "induction_head")``, from one batched pass."""
+    """The same numbers as ``detect_head(model, seqs, "induction_head")``, from one batched pass.
+
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> tokens = repeated_random_tokens(token_pool(model.tokenizer), n_sequences=4, half_length=8)
+    >>> detect_induction_batched(model, tokens).shape
+    torch.Size([2, 4])
+    """
     total = torch.zeros(model.cfg.n_layers, model.cfg.n_heads)
     for chunk in tqdm(list(batched(tokens, batch_size)), desc="detect", disable=not progress, leave=False):
         detection = induction_detection_pattern(chunk).to(model.cfg.device)
@@ -267,7 +334,11 @@ def detect_induction_batched(model, tokens: Int[Tensor, "batch pos"], batch_size
 
 
 def spearman(a: Tensor, b: Tensor) -> float:
-    """Rank correlation of two score matrices (ties get their mean rank)."""
+    """Rank correlation of two score matrices (ties get their mean rank).
+
+    >>> spearman(torch.tensor([[1.0, 2.0], [3.0, 4.0]]), torch.tensor([[10.0, 20.0], [30.0, 45.0]]))
+    1.0
+    """
     from scipy.stats import spearmanr
 
     return float(spearmanr(a.flatten().numpy(), b.flatten().numpy()).statistic)

@@ -30,7 +30,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from interp.measure.batching import batched
-from interp.models.bridge import head_weights
+from interp.models.bridge import TransformerBridge, head_weights
 from interp.core.heads import Head
 from interp.core.naming import model_name
 from interp.measure.head_scores import HeadScores, offset_attention, patterns_of_every_layer, repeated_random_tokens, score_heads, token_pool
@@ -55,7 +55,13 @@ def reversed_scores(pattern: Float[Tensor, "batch head_index query_pos key_pos"]
                     bos: int = 0) -> dict[str, Float[Tensor, " head_index"]]:
     """Attention after / at / before the earlier occurrence ``j = 2n - 1 - p`` on a reversed probe,
     over ``p`` in ``[n + 1, 2n - 2]`` (so ``j - 1`` and ``j + 1`` are in the first half and
-    ``j`` is never ``p - 1``); ``bos`` = 1 when the probe starts with BOS."""
+    ``j`` is never ``p - 1``); ``bos`` = 1 when the probe starts with BOS.
+
+    >>> uniform = torch.tril(torch.ones(1, 2, 8, 8))
+    >>> scores = reversed_scores(uniform / uniform.sum(-1, keepdim=True), half_length=4)
+    >>> sorted(scores)
+    ['reversed_anti_induction', 'reversed_duplicate', 'reversed_induction']
+    """
     n = half_length
     queries = torch.arange(n + 1, 2 * n - 1, device=pattern.device)
     earlier = 2 * n - 1 - queries + bos
@@ -64,9 +70,15 @@ def reversed_scores(pattern: Float[Tensor, "batch head_index query_pos key_pos"]
             for name, shift in (("reversed_induction", 1), ("reversed_duplicate", 0), ("reversed_anti_induction", -1))}
 
 
-def probe_scores(model, half_length: int = 50, n_sequences: int = 100, seed: int = 0, batch_size: int = 20,
+def probe_scores(model: TransformerBridge, half_length: int = 50, n_sequences: int = 100, seed: int = 0, batch_size: int = 20,
                  prepend_bos: bool = False, progress: bool = True) -> dict[str, Float[Tensor, "layer head_index"]]:
-    """``duplicate_token`` on the paper's probe and the three ``reversed_*`` scores."""
+    """``duplicate_token`` on the paper's probe and the three ``reversed_*`` scores.
+
+    >>> from interp.models import load_model
+    >>> scores = probe_scores(load_model("tiny-llama", device="cpu"), half_length=8, n_sequences=4, progress=False)
+    >>> scores["duplicate_token"].shape
+    torch.Size([2, 4])
+    """
     pool = token_pool(model.tokenizer)
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
     totals = {name: torch.zeros(n_layers, n_heads) for name in MECHANISM_SCORES[:4]}
@@ -102,12 +114,18 @@ def _product_squared_norm(a1: Tensor, b1: Tensor, a2: Tensor, b2: Tensor) -> Ten
     return (inner * (b2 @ b2.transpose(-1, -2))).sum(dim=(-2, -1))
 
 
-def composition_scores(model, writers: Sequence[Head]) -> dict[str, Float[Tensor, "layer head_index"]]:
+def composition_scores(model: TransformerBridge, writers: Sequence[Head]) -> dict[str, Float[Tensor, "layer head_index"]]:
     """Per head, the largest K- and V-composition score with any of ``writers`` in an earlier layer.
 
     The writer's OV circuit ``W_V W_O`` is composed with the reader's ``W_K W_Q^T`` (keys) or
     ``W_V W_O`` (values), normalised by both norms: 1 when the reader reads nothing but the writer's
-    output, about ``1 / sqrt(rank)`` for matched low-rank maps, near zero when they share nothing."""
+    output, about ``1 / sqrt(rank)`` for matched low-rank maps, near zero when they share nothing.
+
+    >>> from interp.models import load_model
+    >>> scores = composition_scores(load_model("tiny-llama", device="cpu"), writers=[Head(0, 1)])
+    >>> sorted(scores), scores["k_composition"].shape
+    (['k_composition', 'v_composition'], torch.Size([2, 4]))
+    """
     weights = head_weights(model)  # per query head: W_Q, W_K, W_V [layer, head, d_model, d_head], W_O [.., d_head, d_model]
     w_q, w_k, w_v, w_o = (weights[name].float() for name in ("W_Q", "W_K", "W_V", "W_O"))
     n_layers, n_heads = w_q.shape[:2]
@@ -127,7 +145,13 @@ def composition_scores(model, writers: Sequence[Head]) -> dict[str, Float[Tensor
 
 def previous_token_heads(previous_token: Float[Tensor, "layer head_index"],
                          threshold: float = PREVIOUS_TOKEN_THRESHOLD) -> list[Head]:
-    """Heads whose previous-token score is at least ``threshold``; the single best when none is."""
+    """Heads whose previous-token score is at least ``threshold``; the single best when none is.
+
+    >>> previous_token_heads(torch.tensor([[0.1, 0.9], [0.5, 0.2]]), threshold=0.4)
+    [Head(layer=0, head=1), Head(layer=1, head=0)]
+    >>> previous_token_heads(torch.tensor([[0.1, 0.3], [0.2, 0.2]]), threshold=0.4)  # none reaches it: the best
+    [Head(layer=0, head=1)]
+    """
     chosen = [Head(int(l), int(h)) for l, h in (previous_token >= threshold).nonzero().tolist()]
     if chosen:
         return chosen
@@ -135,7 +159,7 @@ def previous_token_heads(previous_token: Float[Tensor, "layer head_index"],
     return [Head(best // previous_token.shape[1], best % previous_token.shape[1])]
 
 
-def mechanism_scores(model, paper: HeadScores, half_length: int = 50, n_sequences: int = 100, seed: int = 0,
+def mechanism_scores(model: TransformerBridge, paper: HeadScores, half_length: int = 50, n_sequences: int = 100, seed: int = 0,
                      prepend_bos: bool = False, progress: bool = True) -> HeadScores:
     """``paper`` (the paper's three scores, :func:`interp.measure.head_scores.score_heads`) with every score of
     :data:`MECHANISM_SCORES` added.
@@ -155,7 +179,7 @@ def mechanism_scores(model, paper: HeadScores, half_length: int = 50, n_sequence
     return HeadScores(paper.scores | added, paper.model_name or model_name(model), metadata)
 
 
-def all_head_scores(model, half_length: int = 50, n_sequences: int = 100, seed: int = 0, prepend_bos: bool = False,
+def all_head_scores(model: TransformerBridge, half_length: int = 50, n_sequences: int = 100, seed: int = 0, prepend_bos: bool = False,
                     progress: bool = True) -> HeadScores:
     """The paper's three scores and the mechanism scores of every head, in one table.
 

@@ -13,12 +13,19 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from torch import nn
+
 from interp.core.tables import json_ready, read_csv, stem_file
 from interp.measure.head_scores import HeadScores
 
 
-def model_dtype(model) -> str:
-    """The dtype of a model's weights as tables record it (``"float32"``, ``"bfloat16"``)."""
+def model_dtype(model: nn.Module) -> str:
+    """The dtype of a model's weights as tables record it (``"float32"``, ``"bfloat16"``).
+
+    >>> from interp.models import load_model
+    >>> model_dtype(load_model("tiny-llama", device="cpu"))
+    'float32'
+    """
     return str(next(model.parameters()).dtype).removeprefix("torch.")
 
 

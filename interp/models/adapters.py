@@ -64,7 +64,12 @@ def _matches(name: str, target: str) -> bool:
 
 
 def lora_target_modules(model: torch.nn.Module) -> tuple[str, ...]:
-    """The attention projections of ``model``, as peft ``target_modules``."""
+    """The attention projections of ``model``, as peft ``target_modules``.
+
+    >>> from interp.models.tiny import tiny_hf_model
+    >>> lora_target_modules(tiny_hf_model("tiny-llama")[0])
+    ('q_proj', 'k_proj', 'v_proj', 'o_proj')
+    """
     names = _module_names(model)
     for family in _ATTENTION_TARGETS:
         if all(any(_matches(n, t) for n in names) for t in family):
@@ -84,7 +89,12 @@ def _is_gpt2_style(model: torch.nn.Module, targets: Sequence[str]) -> bool:
 
 
 def lora_config(model: torch.nn.Module, settings: LoraSettings = LoraSettings()):
-    """A peft ``LoraConfig`` for causal-LM training of ``model``."""
+    """A peft ``LoraConfig`` for causal-LM training of ``model``.
+
+    >>> from interp.models.tiny import tiny_hf_model
+    >>> lora_config(tiny_hf_model("tiny-llama")[0]).task_type == "CAUSAL_LM"
+    True
+    """
     from peft import LoraConfig, TaskType
 
     targets = settings.target_modules or lora_target_modules(model)
@@ -96,7 +106,13 @@ def lora_config(model: torch.nn.Module, settings: LoraSettings = LoraSettings())
 def add_lora(model: PreTrainedModel, settings: LoraSettings = LoraSettings()):
     """Wrap ``model`` with a fresh LoRA adapter; only the adapter's weights require gradients.
 
-    peft initialises B to zero, so the wrapped model computes exactly what ``model`` did."""
+    peft initialises B to zero, so the wrapped model computes exactly what ``model`` did.
+
+    >>> from interp.models.tiny import tiny_hf_model
+    >>> peft_model = add_lora(tiny_hf_model("tiny-llama")[0])
+    >>> sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
+    8192
+    """
     from peft import get_peft_model
 
     return get_peft_model(model, lora_config(model, settings))
@@ -104,7 +120,12 @@ def add_lora(model: PreTrainedModel, settings: LoraSettings = LoraSettings()):
 
 def lora_parameter_count(model: torch.nn.Module, settings: LoraSettings = LoraSettings()) -> int:
     """Trainable parameters an adapter of ``settings`` adds; works on a meta-device model, so the
-    memory estimate can run before any weight is loaded."""
+    memory estimate can run before any weight is loaded.
+
+    >>> from interp.models.tiny import tiny_hf_model
+    >>> lora_parameter_count(tiny_hf_model("tiny-llama")[0])
+    8192
+    """
     targets = settings.target_modules or lora_target_modules(model)
     total = 0
     for name, module in model.named_modules():
@@ -119,14 +140,22 @@ def lora_parameter_count(model: torch.nn.Module, settings: LoraSettings = LoraSe
 
 
 def available_adapters(root: Path = ADAPTERS_DIR) -> list[str]:
-    """Names of the adapters kept under ``root`` (folders holding an ``adapter_config.json``)."""
+    """Names of the adapters kept under ``root`` (folders holding an ``adapter_config.json``).
+
+    >>> available_adapters()  # run from the repository's root  # doctest: +SKIP
+    ['ub', 'ul']
+    """
     if not root.is_dir():
         return []
     return sorted(p.name for p in root.iterdir() if (p / "adapter_config.json").exists())
 
 
 def resolve_adapter(adapter: str | os.PathLike, root: Path = ADAPTERS_DIR) -> Path:
-    """A folder path, or a name under the repo's ``adapters/`` (case-insensitive), -> its folder."""
+    """A folder path, or a name under the repo's ``adapters/`` (case-insensitive), -> its folder.
+
+    >>> resolve_adapter("UB").name  # doctest: +SKIP
+    'ub'
+    """
     path = Path(adapter).expanduser()
     if (path / "adapter_config.json").exists():
         return path
@@ -142,13 +171,21 @@ def resolve_adapter(adapter: str | os.PathLike, root: Path = ADAPTERS_DIR) -> Pa
 
 
 def adapter_info(adapter: str | os.PathLike, root: Path = ADAPTERS_DIR) -> dict:
-    """What the training run recorded beside the adapter (command, seed, accuracies), if anything."""
+    """What the training run recorded beside the adapter (command, seed, accuracies), if anything.
+
+    >>> adapter_info("ub")["seed"]  # doctest: +SKIP
+    0
+    """
     info = resolve_adapter(adapter, root) / ADAPTER_INFO
     return json.loads(info.read_text()) if info.exists() else {}
 
 
 def recorded_base_model(path: Path) -> str | None:
-    """The base model an adapter says it was trained on (``adapter_info.json``, else peft's config)."""
+    """The base model an adapter says it was trained on (``adapter_info.json``, else peft's config).
+
+    >>> recorded_base_model(resolve_adapter("ub"))  # doctest: +SKIP
+    'smollm2-135m'
+    """
     base = adapter_info(path).get("base_model")
     if base:
         return str(base)
@@ -165,7 +202,10 @@ def merge_adapter(model: PreTrainedModel, adapter: str | os.PathLike, root: Path
 
     With ``base_model`` (the name ``model`` was loaded by), an adapter recorded for another base
     model is refused before anything is merged: when the shapes happen to fit, peft would merge it
-    with no more than a warning."""
+    with no more than a warning.
+
+    >>> merged = merge_adapter(hf_model, "ub", base_model="smollm2-135m")  # doctest: +SKIP
+    """
     from peft import PeftModel
 
     from interp.core.naming import model_label
@@ -188,7 +228,11 @@ def merge_adapter(model: PreTrainedModel, adapter: str | os.PathLike, root: Path
 
 
 def save_adapter(peft_model, path: str | os.PathLike, info: dict | None = None, base_model: str | None = None) -> Path:
-    """Save only the adapter weights (a few MB) and, beside them, ``info`` as JSON."""
+    """Save only the adapter weights (a few MB) and, beside them, ``info`` as JSON.
+
+    >>> save_adapter(peft_model, "adapters/ub", info={"seed": 0}, base_model="smollm2-135m")  # doctest: +SKIP
+    PosixPath('adapters/ub')
+    """
     from interp.core.tables import atomic_write_text
 
     path = Path(path)

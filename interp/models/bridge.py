@@ -30,7 +30,8 @@ from transformer_lens.model_bridge import TransformerBridge
 from transformer_lens.utilities import get_act_name
 from transformer_lens.weight_processing import ProcessWeights
 
-Hook = tuple[str | Callable[[str], bool], Callable]
+from interp.core.lm import Hook
+
 
 # Names outside TransformerLens' documented API that this module relies on (tests check each).
 PRIVATE_NAMES = ("TransformerBridge._weights_processed", "TransformerBridge.real_components",
@@ -41,12 +42,20 @@ PRIVATE_NAMES = ("TransformerBridge._weights_processed", "TransformerBridge.real
 
 
 def act_name(name: str, layer: int | None = None) -> str:
-    """TransformerLens' hook name: ``act_name("pattern", 3) == "blocks.3.attn.hook_pattern"``."""
+    """TransformerLens' hook name: ``act_name("pattern", 3) == "blocks.3.attn.hook_pattern"``.
+
+    >>> act_name("pattern", 3)
+    'blocks.3.attn.hook_pattern'
+    """
     return get_act_name(name, layer)
 
 
 def is_act(name: str) -> Callable[[str], bool]:
-    """A ``names_filter`` that keeps one kind of hook in every layer (``is_act("pattern")``)."""
+    """A ``names_filter`` that keeps one kind of hook in every layer (``is_act("pattern")``).
+
+    >>> is_act("pattern")("blocks.3.attn.hook_pattern"), is_act("pattern")("blocks.3.attn.hook_z")
+    (True, False)
+    """
     suffix = act_name(name, 0).split(".", 2)[-1]
     return lambda hook_name: hook_name.endswith(suffix)
 
@@ -153,7 +162,11 @@ NamedReader = Callable[[Sequence[str], str], Tensor]  # (checkpoint names of one
 
 
 def is_empty(module: nn.Module) -> bool:
-    """Whether some parameter is still on the meta device (an empty model, not yet filled)."""
+    """Whether some parameter is still on the meta device (an empty model, not yet filled).
+
+    >>> is_empty(nn.Linear(2, 2)), is_empty(nn.Linear(2, 2, device="meta"))
+    (False, True)
+    """
     return any(p.is_meta for p in module.parameters())
 
 
@@ -348,7 +361,11 @@ def run_until(model: TransformerBridge, tokens: Int[Tensor, "batch pos"], last_h
 
 
 def rotary_hook_names(layer: int) -> tuple[str, str]:
-    """The hooks holding the cosines and sines a rotary layer applies to its queries and keys."""
+    """The hooks holding the cosines and sines a rotary layer applies to its queries and keys.
+
+    >>> rotary_hook_names(1)
+    ('blocks.1.attn.hook_cos', 'blocks.1.attn.hook_sin')
+    """
     return f"blocks.{layer}.attn.hook_cos", f"blocks.{layer}.attn.hook_sin"
 
 

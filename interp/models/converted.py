@@ -25,26 +25,39 @@ Convert = Callable[[Path], None]
 
 
 def check_finite(model: torch.nn.Module, source: Path | str) -> None:
-    """Raise :class:`CacheDamaged` naming ``source`` when a weight holds NaN or infinity."""
+    """Raise :class:`CacheDamaged` naming ``source`` when a weight holds NaN or infinity.
+
+    >>> check_finite(torch.nn.Linear(2, 2), "a checkpoint")  # no NaN or infinity: nothing raised
+    """
     for name, tensor in model.state_dict().items():
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
             raise CacheDamaged(Path(source), f"weight {name} holds NaN or infinite values")
 
 
 def verify_converted(folder: Path) -> None:
-    """The raw files of a converted folder (everything but processed weights) as written."""
+    """The raw files of a converted folder (everything but processed weights) as written.
+
+    >>> verify_converted(embedded_folder())  # doctest: +SKIP
+    """
     raw = [name for name in read_manifest(folder) if not name.startswith(PROCESSED_PREFIX)]
     verify(folder, raw)
 
 
 def convert_again(folder: Path, convert: Convert, what: str, reason: str) -> Path:
+    """Log why the conversion in ``folder`` is unusable, then convert it again; returns ``folder``.
+
+    >>> convert_again(folder, convert_embedded, "smollm2-135m", "checksum mismatch")  # doctest: +SKIP
+    """
     logger.warning("%s: the converted model in %s is unusable (%s); converting it again", what, folder, reason)
     return publish_folder(folder, convert)
 
 
 def ensure_converted(folder: Path, convert: Convert, what: str) -> Path:
     """``folder`` once it holds a sound conversion: converted on first use, again when damaged.
-    Staging folders that killed or concurrent conversions left behind are removed on the way."""
+    Staging folders that killed or concurrent conversions left behind are removed on the way.
+
+    >>> folder = ensure_converted(embedded_cache_path(), convert_embedded, "smollm2-135m")  # doctest: +SKIP
+    """
     folder = Path(folder)
     check_cache_entry(folder)
     remove_stale_staging(folder.parent, [folder.name], keep=folder if folder.exists() else None)
@@ -67,7 +80,10 @@ def _load(folder: Path, dtype: torch.dtype) -> tuple[PreTrainedModel, PreTrained
 def load_converted(folder: Path, dtype: torch.dtype, convert: Convert,
                    what: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The Hugging Face model converted into ``folder`` (converted with ``convert(staging_folder)``
-    when missing or damaged). A fresh conversion that is itself unusable raises."""
+    when missing or damaged). A fresh conversion that is itself unusable raises.
+
+    >>> model, tokenizer = load_converted(embedded_cache_path(), torch.float32, convert_embedded, "smollm2-135m")  # doctest: +SKIP
+    """
     folder = ensure_converted(folder, convert, what)
     try:
         return _load(folder, dtype)

@@ -9,7 +9,11 @@ DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.floa
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
-    """``None`` / ``"auto"`` pick CUDA when present, else the CPU."""
+    """``None`` / ``"auto"`` pick CUDA when present, else the CPU.
+
+    >>> resolve_device("cpu")
+    device(type='cpu')
+    """
     if device is None or device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -25,6 +29,11 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 
 
 def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
+    """A dtype from its name (``"bf16"``, ``"float32"``, ...) or itself; ``None`` is float32.
+
+    >>> resolve_dtype("bf16"), resolve_dtype(None)
+    (torch.bfloat16, torch.float32)
+    """
     if dtype is None:
         return torch.float32
     if isinstance(dtype, torch.dtype):
@@ -35,4 +44,9 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
 
 
 def dtype_name(dtype: torch.dtype) -> str:
+    """The name tables and file names use for ``dtype`` (``"bfloat16"``).
+
+    >>> dtype_name(torch.bfloat16)
+    'bfloat16'
+    """
     return str(dtype).removeprefix("torch.")

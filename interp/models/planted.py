@@ -88,7 +88,8 @@ from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedModel, PreTraine
 from interp.core.heads import Head
 from interp.core.naming import ModelNotFoundError
 from interp.data.tasks import ALNUM
-from interp.models.planted_vocab import (BOS_MARKER, COPY_RULE_WORDS, EDGE_SEPARATORS, END_MARKER, SEPARATOR, ResidualLayout, planted_tokenizer,
+from interp.models.planted_noise import einops_heads, mix_heads, mix_with_noise
+from interp.models.planted_vocab import (BOS_MARKER, COPY_RULE_WORDS, EDGE_SEPARATORS, END_MARKER, SEPARATOR, ResidualLayout, first_id, last_id, planted_tokenizer,
                             single_id)
 
 PREVIOUS_TOKEN_HEAD, MARKER_HEAD = Head(0, 0), Head(0, 1)
@@ -137,6 +138,11 @@ class PlantedConfig:
 
 
 def is_planted(name: str) -> bool:
+    """Whether ``name`` is one of the planted-circuit models (``planted-ub``, ...).
+
+    >>> is_planted("planted-ub"), is_planted("tiny-gpt2")
+    (True, False)
+    """
     return str(name).startswith("planted-")
 
 
@@ -162,27 +168,32 @@ def planted_heads(name: str) -> dict[str, Head]:
 
 
 def separator_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
-    """Tokens that end a string to copy: the prompt's ``:`` and the edge protocol's ``,``."""
+    """Tokens that end a string to copy: the prompt's ``:`` and the edge protocol's ``,``.
+
+    >>> separator_ids(planted_tokenizer())
+    [170, 3]
+    """
     return [single_id(tokenizer, SEPARATOR), single_id(tokenizer, EDGE_SEPARATORS[0])]
 
 
 def start_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
-    """Tokens just before a string to copy: the end of ``<bos>`` and the tokenizer's BOS."""
+    """Tokens just before a string to copy: the end of ``<bos>`` and the tokenizer's BOS.
+
+    >>> start_ids(planted_tokenizer())
+    [17, 0]
+    """
     return [last_id(tokenizer, BOS_MARKER), tokenizer.bos_token_id]
 
 
 def copyable_ids(tokenizer: PreTrainedTokenizerBase) -> dict[int, int]:
-    """Token -> the token a copying head writes for it: each item to itself, a separator to ``<eos>``."""
+    """Token -> the token a copying head writes for it: each item to itself, a separator to ``<eos>``.
+
+    >>> tokenizer = planted_tokenizer()
+    >>> copyable_ids(tokenizer)[first_id(tokenizer, " a")] == first_id(tokenizer, " a")  # an item copies to itself
+    True
+    """
     items = {single_id(tokenizer, " " + item): single_id(tokenizer, " " + item) for item in ALNUM}
     return items | {sep: first_id(tokenizer, END_MARKER) for sep in separator_ids(tokenizer)}
-
-
-def first_id(tokenizer: PreTrainedTokenizerBase, text: str) -> int:
-    return tokenizer.encode(text, add_special_tokens=False)[0]
-
-
-def last_id(tokenizer: PreTrainedTokenizerBase, text: str) -> int:
-    return tokenizer.encode(text, add_special_tokens=False)[-1]
 
 
 class _Writer:
@@ -306,14 +317,19 @@ def _centred_one_hots(count: int, offset: int, d_model: int) -> torch.Tensor:
 
 
 def planted_state(config: PlantedConfig, tokenizer: PreTrainedTokenizerBase) -> tuple[GPT2Config, dict[str, torch.Tensor]]:
-    """The GPT-2 config and the full (planted, then mixed) state dict of a planted model."""
+    """The GPT-2 config and the full (planted, then mixed) state dict of a planted model.
+
+    >>> config, state = planted_state(PlantedConfig.from_name("planted-ub"), planted_tokenizer())
+    >>> config.n_layer, len(state) > 0
+    (2, True)
+    """
     layout = ResidualLayout(len(tokenizer), N_CTX)
     d, dh = layout.d_model, layout.d_head
     n_heads = d // dh
     blocks = 3 + (1 if config.marker else 0)  # tok, pos, prev (and flag) enter layer 1
     writer = _Writer(layout, n_heads, (math.sqrt(d / 2), math.sqrt(d / blocks)))
     _plant_heads(writer, tokenizer, config)
-    mix_heads(writer, config.strength, config.seed)
+    mix_heads([writer.q, writer.k, writer.v, writer.o, writer.b_q], config.strength, config.seed)
     hf_config = GPT2Config(vocab_size=len(tokenizer), n_embd=d, n_layer=N_LAYERS, n_head=n_heads, n_positions=N_CTX,
                            n_inner=4 * d, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                            pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False, attn_pdrop=0.0,
@@ -340,45 +356,6 @@ def planted_state(config: PlantedConfig, tokenizer: PreTrainedTokenizerBase) -> 
     state["lm_head.weight"] = unembed
     embeddings = {k: v for k, v in state.items() if ".h." not in k}  # the heads are mixed already
     return hf_config, state | mix_with_noise(embeddings, config.strength, config.seed)
-
-
-def einops_heads(per_head: torch.Tensor) -> torch.Tensor:
-    """``[head, d_model, d_head]`` -> GPT-2's ``[d_model, head * d_head]`` column layout."""
-    import einops
-
-    return einops.rearrange(per_head, "head d_model d_head -> d_model (head d_head)")
-
-
-def mix_with_noise(state: dict[str, torch.Tensor], strength: float, seed: int) -> dict[str, torch.Tensor]:
-    """``strength * planted + (1 - strength) * random`` for every tensor of ``state``, each random
-    tensor seeded and scaled to its planted tensor's norm."""
-    if strength == 1.0:
-        return state
-    generator = torch.Generator().manual_seed(seed)
-    return {name: _mixed(planted, planted.norm(), strength, generator) for name, planted in state.items()}
-
-
-def mix_heads(writer: _Writer, strength: float, seed: int) -> None:
-    """Mix each head's ``W_Q``, ``W_K``, ``W_V``, ``W_O`` and ``b_Q`` with seeded noise of that
-    head's own norm (so every planted head keeps the same signal-to-noise ratio, whatever its
-    margins); a head with nothing planted gets noise of the mean norm of the planted heads of its
-    layer, so the empty heads become random heads."""
-    if strength == 1.0:
-        return
-    generator = torch.Generator().manual_seed(seed + 1)
-    for name in ("q", "k", "v", "o", "b_q"):
-        weights = getattr(writer, name)
-        for layer in range(weights.shape[0]):
-            norms = torch.stack([weights[layer, head].norm() for head in range(weights.shape[1])])
-            typical = norms[norms > 0].mean() if bool((norms > 0).any()) else torch.tensor(0.0)
-            for head in range(weights.shape[1]):
-                target = norms[head] if norms[head] > 0 else typical
-                weights[layer, head] = _mixed(weights[layer, head], target, strength, generator)
-
-
-def _mixed(planted: torch.Tensor, noise_norm: torch.Tensor, strength: float, generator: torch.Generator) -> torch.Tensor:
-    noise = torch.randn(planted.shape, generator=generator)
-    return strength * planted + (1.0 - strength) * noise * noise_norm / noise.norm().clamp_min(1e-12)
 
 
 def planted_hf_model(name: str, seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

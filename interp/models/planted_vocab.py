@@ -26,7 +26,11 @@ COPY_RULE_WORDS = {"forward": " same", "backward": " reverse"}
 
 def planted_tokenizer() -> PreTrainedTokenizerBase:
     """The planted models' tokenizer, saved to (and read back from) the cache like the tiny
-    models' one: the bridge re-reads a tokenizer from its ``name_or_path``."""
+    models' one: the bridge re-reads a tokenizer from its ``name_or_path``.
+
+    >>> len(planted_tokenizer().encode(" a", add_special_tokens=False))
+    1
+    """
     return cached_tokenizer(PLANTED_TOKENIZER_VERSION, _train_planted_tokenizer)
 
 
@@ -49,7 +53,11 @@ def _train_planted_tokenizer() -> PreTrainedTokenizerBase:
 
 
 def single_id(tokenizer: PreTrainedTokenizerBase, text: str) -> int:
-    """The one token of ``text``; an error when the planted tokenizer splits it."""
+    """The one token of ``text``; an error when the planted tokenizer splits it.
+
+    >>> single_id(planted_tokenizer(), " a")
+    74
+    """
     ids = tokenizer.encode(text, add_special_tokens=False)
     if len(ids) != 1:
         raise ValueError(f"the planted tokenizer writes {text!r} as {len(ids)} tokens; the construction needs one")
@@ -99,3 +107,21 @@ class ResidualLayout:
         used = self.flag + 2
         n_heads = -(-used // self.d_head)
         return max(4, n_heads) * self.d_head
+
+
+def first_id(tokenizer: PreTrainedTokenizerBase, text: str) -> int:
+    """The first token of ``text``.
+
+    >>> first_id(planted_tokenizer(), " a b")
+    74
+    """
+    return tokenizer.encode(text, add_special_tokens=False)[0]
+
+
+def last_id(tokenizer: PreTrainedTokenizerBase, text: str) -> int:
+    """The last token of ``text``.
+
+    >>> last_id(planted_tokenizer(), " a b")
+    77
+    """
+    return tokenizer.encode(text, add_special_tokens=False)[-1]

@@ -20,6 +20,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
+from interp.models.bridge import TransformerBridge
 from interp.models import bridge as tl
 from interp.core.tables import atomic_path
 from interp.models.converted import PROCESSED_PREFIX
@@ -31,13 +32,20 @@ logger = logging.getLogger(__name__)
 
 
 def processed_weights_file(model_dir: Path, dtype: torch.dtype, device: torch.device) -> Path:
-    """Where the processed weights of the model stored in ``model_dir`` live."""
+    """Where the processed weights of the model stored in ``model_dir`` live.
+
+    >>> processed_weights_file(Path("m"), torch.float32, torch.device("cpu")).name  # doctest: +ELLIPSIS
+    'processed-tl...-float32-cpu.safetensors'
+    """
     version = importlib.metadata.version("transformer-lens")
     return Path(model_dir) / f"{PROCESSED_PREFIX}tl{version}-{dtype_name(dtype)}-{torch.device(device).type}.safetensors"
 
 
-def save_processed_weights(bridge, target: Path) -> None:
-    """Write ``bridge``'s processed weights to ``target`` atomically and record it in the manifest."""
+def save_processed_weights(bridge: TransformerBridge, target: Path) -> None:
+    """Write ``bridge``'s processed weights to ``target`` atomically and record it in the manifest.
+
+    >>> save_processed_weights(bridge, processed_weights_file(folder, torch.float32, torch.device("cpu")))  # doctest: +SKIP
+    """
     tensors = tl.processed_state_dict(bridge)
     with atomic_path(target) as staging:
         save_file(tensors, str(staging))
@@ -46,7 +54,10 @@ def save_processed_weights(bridge, target: Path) -> None:
 
 def read_processed_weights(source: Path, device: torch.device | str = "cpu") -> dict[str, Tensor]:
     """The stored tensors (memory-mapped: they take memory as they are used); :class:`CacheDamaged`
-    when the file is not what was written (its checksum is compared, not only its size and time)."""
+    when the file is not what was written (its checksum is compared, not only its size and time).
+
+    >>> state = read_processed_weights(processed_weights_file(folder, torch.float32, torch.device("cpu")))  # doctest: +SKIP
+    """
     verify(source.parent, [source.name], full=True)
     try:
         state_dict = load_file(str(source), device=str(device))
@@ -69,12 +80,15 @@ def _stored(path: Path, device: torch.device) -> dict[str, Tensor] | None:
         return None
 
 
-def install_or_process(bridge, cache_folder: Path, raw: CheckpointFolder | None = None) -> None:
+def install_or_process(bridge: TransformerBridge, cache_folder: Path, raw: CheckpointFolder | None = None) -> None:
     """Bring a freshly booted bridge into compatibility mode, from the cache when it can.
 
     With ``raw`` the bridge's model is empty (:func:`interp.models.lean.empty_hf_model`) and is
     filled from that checkpoint: the processed weights are installed by assignment, or the raw
-    ones are processed chunk by chunk, so two copies of the weights are never in memory."""
+    ones are processed chunk by chunk, so two copies of the weights are never in memory.
+
+    >>> install_or_process(bridge, embedded_folder())  # doctest: +SKIP
+    """
     device = torch.device(bridge.cfg.device)
     path = processed_weights_file(cache_folder, bridge.cfg.dtype, device)
     remove_stale_staging(path.parent, [path.name, MANIFEST])  # what a killed save left behind

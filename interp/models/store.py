@@ -71,6 +71,14 @@ def cache_dir() -> Path:
 
 
 def sha256_of(path: Path) -> str:
+    """The file's SHA-256, read in chunks (hex).
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "w.txt"
+    >>> _ = path.write_text("hi")
+    >>> sha256_of(path)[:12]
+    '8f434346648f'
+    """
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(_CHUNK):
@@ -84,6 +92,16 @@ def _record(path: Path) -> dict:
 
 
 def read_manifest(folder: Path) -> dict[str, dict]:
+    """The manifest of ``folder`` (file name -> size, time, checksum); :class:`CacheDamaged` when
+    there is none.
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "w.txt").write_text("hi")
+    >>> record_files(folder, ["w.txt"])
+    >>> read_manifest(folder)["w.txt"]["size"]
+    2
+    """
     path = Path(folder) / MANIFEST
     if not path.exists():
         raise CacheDamaged(path, "no manifest (the folder was not written by this version of interp)")
@@ -94,7 +112,15 @@ def read_manifest(folder: Path) -> dict[str, dict]:
 
 
 def record_files(folder: Path, names: Iterable[str]) -> None:
-    """Add (or refresh) the manifest entries of ``names`` in ``folder``."""
+    """Add (or refresh) the manifest entries of ``names`` in ``folder``.
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "w.txt").write_text("hi")
+    >>> record_files(folder, ["w.txt"])
+    >>> sorted(read_manifest(folder))
+    ['w.txt']
+    """
     folder = Path(folder)
     try:
         files = read_manifest(folder)
@@ -106,7 +132,16 @@ def record_files(folder: Path, names: Iterable[str]) -> None:
 
 
 def forget_file(folder: Path, name: str) -> None:
-    """Delete a cached file and its manifest entry (a damaged speed-up file, say)."""
+    """Delete a cached file and its manifest entry (a damaged speed-up file, say).
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "w.txt").write_text("hi")
+    >>> record_files(folder, ["w.txt"])
+    >>> forget_file(folder, "w.txt")
+    >>> read_manifest(folder), (folder / "w.txt").exists()
+    ({}, False)
+    """
     folder = Path(folder)
     (folder / name).unlink(missing_ok=True)
     try:
@@ -119,7 +154,18 @@ def forget_file(folder: Path, name: str) -> None:
 
 def verify(folder: Path, names: Iterable[str] | None = None, full: bool = False) -> None:
     """Raise :class:`CacheDamaged` naming the first file of ``names`` (default: all recorded)
-    that is missing or differs from its manifest entry."""
+    that is missing or differs from its manifest entry.
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "w.txt").write_text("hi")
+    >>> record_files(folder, ["w.txt"])
+    >>> _ = (folder / "w.txt").write_text("ho")
+    >>> verify(folder, full=True)
+    Traceback (most recent call last):
+    ...
+    interp.models.store.CacheDamaged: ...w.txt: contents changed since it was written...
+    """
     folder = Path(folder)
     files = read_manifest(folder)
     for name in files if names is None else names:
@@ -191,7 +237,13 @@ def remove_stale_staging(folder: Path, names: Iterable[str], min_age_s: float = 
 
 def publish_folder(target: Path, write: Callable[[Path], None]) -> Path:
     """Fill a fresh version folder with ``write(folder)``, record every file in its manifest,
-    then point the link ``target`` at it in one rename. Returns ``target``."""
+    then point the link ``target`` at it in one rename. Returns ``target``.
+
+    >>> import tempfile
+    >>> target = publish_folder(Path(tempfile.mkdtemp()) / "model", lambda folder: (folder / "a.txt").write_text("x"))
+    >>> (target / "a.txt").read_text(), sorted(read_manifest(target))
+    ('x', ['a.txt'])
+    """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     check_cache_entry(target)

@@ -29,7 +29,10 @@ class TinyModelConfig:
 
 def cached_tokenizer(version: str, build: Callable[[], PreTrainedTokenizerBase]) -> PreTrainedTokenizerBase:
     """The tokenizer ``version`` from the cache, built by ``build`` and published there when it is
-    missing or unreadable (a damaged tokenizer is cheap to make again)."""
+    missing or unreadable (a damaged tokenizer is cheap to make again).
+
+    >>> tokenizer = cached_tokenizer("tiny-v1", _train_tiny_tokenizer)  # doctest: +SKIP
+    """
     path = cache_dir() / "tokenizers" / version
     if (path / "tokenizer.json").exists():
         try:
@@ -45,7 +48,12 @@ def tiny_tokenizer() -> PreTrainedTokenizerBase:
     ``" x"`` for x in a-z A-Z 0-9 is one token and any other text still encodes.
 
     It is saved to the cache and loaded back from there because the bridge re-reads tokenizers
-    from their ``name_or_path``; an in-memory tokenizer has none."""
+    from their ``name_or_path``; an in-memory tokenizer has none.
+
+    >>> tokenizer = tiny_tokenizer()
+    >>> len(tokenizer.encode(" a", add_special_tokens=False))
+    1
+    """
     return cached_tokenizer(TINY_TOKENIZER_VERSION, _train_tiny_tokenizer)
 
 
@@ -70,7 +78,12 @@ def _train_tiny_tokenizer() -> PreTrainedTokenizerBase:
 
 def tiny_hf_model(name: str, config: TinyModelConfig | None = None,
                   tokenizer: PreTrainedTokenizerBase | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Randomly initialise ``tiny-llama`` (RoPE) or ``tiny-gpt2`` (absolute positions), seeded."""
+    """Randomly initialise ``tiny-llama`` (RoPE) or ``tiny-gpt2`` (absolute positions), seeded.
+
+    >>> model, tokenizer = tiny_hf_model("tiny-gpt2")
+    >>> model.config.n_layer
+    2
+    """
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     config = config or TinyModelConfig(positional="rope" if name == "tiny-llama" else "absolute")

@@ -59,7 +59,12 @@ class AnswerEnd:
 
 
 def first_tokens(tokenizer: PreTrainedTokenizerBase, texts: tuple[str, ...]) -> set[int]:
-    """The first token of each text: what a generation must emit to start that text."""
+    """The first token of each text: what a generation must emit to start that text.
+
+    >>> from interp.models.tiny import tiny_tokenizer
+    >>> sorted(first_tokens(tiny_tokenizer(), (" x", "\\n")))
+    [200, 316]
+    """
     ids = set()
     for text in texts:
         encoded = text_ids(tokenizer, text)

@@ -41,13 +41,23 @@ class EncodedPrompt:
 
 
 def bos_ids(tokenizer: PreTrainedTokenizerBase, prepend_bos: bool) -> list[int]:
-    """``[BOS]`` when asked for and the tokenizer has one, else ``[]``."""
+    """``[BOS]`` when asked for and the tokenizer has one, else ``[]``.
+
+    >>> from interp.models.tiny import tiny_tokenizer
+    >>> bos_ids(tiny_tokenizer(), True), bos_ids(tiny_tokenizer(), False)
+    ([0], [])
+    """
     return [tokenizer.bos_token_id] if prepend_bos and tokenizer.bos_token_id is not None else []
 
 
 def token_index_of_chars(tokenizer: PreTrainedTokenizerBase, text: str, chars: Sequence[int]) -> list[int]:
     """For each character offset in ``text``, the index of the token that covers it (fast
-    tokenizers report each token's character span)."""
+    tokenizers report each token's character span).
+
+    >>> from interp.models.tiny import tiny_tokenizer
+    >>> token_index_of_chars(tiny_tokenizer(), " a b c", [1, 3, 5])
+    [0, 1, 2]
+    """
     spans = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True,
                       split_special_tokens=True)["offset_mapping"]
     found = []
@@ -60,7 +70,14 @@ def token_index_of_chars(tokenizer: PreTrainedTokenizerBase, text: str, chars: S
 
 
 def answer_item_char_starts(prompt: Prompt) -> list[int]:
-    """Where each answer item's own characters start in ``prompt.answer_text`` (``" a b c"``)."""
+    """Where each answer item's own characters start in ``prompt.answer_text`` (``" a b c"``).
+
+    >>> from interp.data.tasks import generate_example
+    >>> from interp.prompts import PromptConfig, build_prompt
+    >>> prompt = build_prompt(generate_example("UF", 3, seed=0), [], PromptConfig(n_shots=0))
+    >>> prompt.answer_text, answer_item_char_starts(prompt)
+    (' 2 y W', [1, 3, 5])
+    """
     starts, cursor = [], 1
     for item in prompt.example.target:
         starts.append(cursor)
@@ -69,7 +86,16 @@ def answer_item_char_starts(prompt: Prompt) -> list[int]:
 
 
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, prepend_bos: bool = True) -> EncodedPrompt:
-    """The prompt as ordinary text, the answer's own tokens appended (any number per item)."""
+    """The prompt as ordinary text, the answer's own tokens appended (any number per item).
+
+    >>> from interp.data.tasks import generate_example
+    >>> from interp.models.tiny import tiny_tokenizer
+    >>> from interp.prompts import PromptConfig, build_prompt
+    >>> prompt = build_prompt(generate_example("UR", 5, seed=0), [], PromptConfig(n_shots=0))
+    >>> encoded = encode_prompt(tiny_tokenizer(), prompt, prepend_bos=False)
+    >>> len(encoded.prompt_ids), encoded.answer_ids
+    (7, (268,))
+    """
     prompt_ids = bos_ids(tokenizer, prepend_bos) + text_ids(tokenizer, prompt.text)
     answer_ids = text_ids(tokenizer, prompt.answer_text)
     if not answer_ids:
@@ -80,9 +106,23 @@ def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, prepend_bo
 
 
 def prompt_rule(prompt: Prompt) -> AnswerRule:
-    """The answer rule of a rendered prompt: its protocol, its task's family."""
+    """The answer rule of a rendered prompt: its protocol, its task's family.
+
+    >>> from interp.data.tasks import generate_example
+    >>> from interp.prompts import PromptConfig, build_prompt
+    >>> prompt_rule(build_prompt(generate_example("UR", 5, seed=0), [], PromptConfig(n_shots=0)))
+    AnswerRule(protocol='interp', family='retrieval')
+    """
     return answer_rule(prompt.protocol, get_task(prompt.example.task).family)
 
 
 def encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[Prompt], prepend_bos: bool = True) -> list[EncodedPrompt]:
+    """:func:`encode_prompt` of each prompt.
+
+    >>> from interp.data.tasks import generate_examples
+    >>> from interp.models.tiny import tiny_tokenizer
+    >>> from interp.prompts import build_prompts
+    >>> len(encode_prompts(tiny_tokenizer(), build_prompts(generate_examples("UF", 4, n=3))))
+    3
+    """
     return [encode_prompt(tokenizer, p, prepend_bos) for p in prompts]

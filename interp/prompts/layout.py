@@ -37,7 +37,16 @@ class PromptLayout:
 
 def prompt_layout(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, prepend_bos: bool, append_answer: bool = True,
                   encoded: EncodedPrompt | None = None) -> PromptLayout:
-    """Encode ``prompt`` as :func:`interp.prompts.encode_prompt` does and find its positions."""
+    """Encode ``prompt`` as :func:`interp.prompts.encode_prompt` does and find its positions.
+
+    >>> from interp.data.tasks import generate_example
+    >>> from interp.models.tiny import tiny_tokenizer
+    >>> from interp.prompts import PromptConfig, build_prompt
+    >>> prompt = build_prompt(generate_example("UR", 5, seed=0), [], PromptConfig(n_shots=0))
+    >>> layout = prompt_layout(tiny_tokenizer(), prompt, prepend_bos=False)
+    >>> layout.query_position, layout.source_positions, layout.answer_positions
+    (6, (2,), (7,))
+    """
     encoded = encoded or encode_prompt(tokenizer, prompt, prepend_bos=prepend_bos)
     offset = len(encoded.prompt_ids) - len(text_ids(tokenizer, prompt.text))
     if offset not in (0, 1):

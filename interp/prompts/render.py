@@ -41,7 +41,13 @@ class Prompt:
 
 
 def render_line(example: TaskExample) -> tuple[str, str, str, list[tuple[int, int]], tuple[int, int] | None]:
-    """(line up to the answer, the answer, the end marker, item spans in the line, query span)."""
+    """(line up to the answer, the answer, the end marker, item spans in the line, query span).
+
+    >>> from interp.data.tasks import generate_example
+    >>> line, answer, end, item_spans, query_span = render_line(generate_example("UR", 5, seed=0))
+    >>> line, answer, query_span
+    (' y 2 5 A | 2:', ' 5', (11, 12))
+    """
     retrieval = get_task(example.task).family == "retrieval"
     head = "" if retrieval else "<bos>"
     spans = []
@@ -93,6 +99,14 @@ def _frame(example: TaskExample, demos: Sequence[TaskExample], config: PromptCon
 
 
 def build_prompt(example: TaskExample, demos: Sequence[TaskExample], config: PromptConfig = PromptConfig()) -> Prompt:
+    """``example`` as a prompt: the frame of ``config`` (protocol, instructions), the ``demos``
+    as solved lines, then the example's line up to its answer.
+
+    >>> from interp.data.tasks import generate_example
+    >>> prompt = build_prompt(generate_example("UR", 5, seed=0), [], PromptConfig(n_shots=0))
+    >>> prompt.text, prompt.answer_text
+    (' y 2 5 A | 2:', ' 5')
+    """
     spec = get_task(example.task)
     frame, lines = _frame(example, demos, config)
     head, answer, end, spans, query_span = render_line(example)
@@ -111,7 +125,13 @@ def build_prompts(examples: Sequence[TaskExample], config: PromptConfig = Prompt
                   vocabulary: Sequence[str] = ALNUM, demo_pool: Sequence[TaskExample] | None = None) -> list[Prompt]:
     """Wrap each example with ``config.n_shots`` demonstrations, seeded by ``(task, seed, index)``:
     drawn fresh from the generator, or sampled from ``demo_pool`` (the paper's demonstration
-    files) without the test example itself."""
+    files) without the test example itself.
+
+    >>> from interp.data.tasks import generate_examples
+    >>> prompts = build_prompts(generate_examples("UF", 4, n=3), PromptConfig(n_shots=1))
+    >>> len(prompts), prompts[0].text.count(":")  # one demonstration, then the test input
+    (3, 2)
+    """
     prompts = []
     for i, example in enumerate(examples):
         spec = get_task(example.task)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch import nn
 from tqdm.auto import tqdm
 
 ROWS_PER_BLOCK = 16384  # dequantize large tensors in row blocks: numpy's temporaries stay ~0.3 GB
@@ -49,7 +50,7 @@ def gguf_architecture(reader) -> str:
     return bytes(field.parts[field.data[0]]).decode()
 
 
-def hf_names(model, architecture: str, n_layers: int) -> dict[str, str]:
+def hf_names(model: nn.Module, architecture: str, n_layers: int) -> dict[str, str]:
     """GGUF tensor name -> HF parameter name, through the ``gguf`` package's name map."""
     from gguf import MODEL_ARCH_NAMES, get_tensor_name_map
 
@@ -67,7 +68,11 @@ def hf_names(model, architecture: str, n_layers: int) -> dict[str, str]:
 
 
 def reverse_permute(weights: np.ndarray, n_head: int) -> np.ndarray:
-    """Undo llama.cpp's q/k row permutation (as transformers' LlamaTensorProcessor does)."""
+    """Undo llama.cpp's q/k row permutation (as transformers' LlamaTensorProcessor does).
+
+    >>> reverse_permute(np.arange(8 * 3).reshape(8, 3), n_head=2).shape  # rows reordered within each head
+    (8, 3)
+    """
     dim = weights.shape[0] // n_head // 2
     return weights.reshape(n_head, dim, 2, *weights.shape[1:]).swapaxes(2, 1).reshape(weights.shape)
 

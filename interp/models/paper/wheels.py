@@ -63,7 +63,10 @@ def _normalize(name: str) -> str:
 
 
 def find_wheels(split: SplitFile, folder: Path) -> list[Path]:
-    """The wheel of every part in ``folder``, in part order; a clear error names any missing."""
+    """The wheel of every part in ``folder``, in part order; a clear error names any missing.
+
+    >>> wheels = find_wheels(split, Path("wheels"))  # the downloaded wheels of one split file  # doctest: +SKIP
+    """
     by_name: dict[str, Path] = {}
     for wheel in Path(folder).glob("*.whl"):
         dist, version = wheel.name.split("-")[:2]
@@ -157,6 +160,14 @@ def check_file(actual_size: int, actual_sha256: str, size: int, sha256: str, wha
 
 
 def file_sha256(path: Path, progress: bool = False) -> str:
+    """The SHA-256 of ``path`` (hex), read in chunks, with a progress bar when asked.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "w.txt"
+    >>> _ = path.write_text("hi")
+    >>> file_sha256(path)[:12]
+    '8f434346648f'
+    """
     digest = hashlib.sha256()
     with path.open("rb") as handle, tqdm(total=path.stat().st_size, unit="B", unit_scale=True,
                                          desc=f"verify {path.name}", disable=not progress) as bar:
