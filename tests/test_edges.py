@@ -15,8 +15,10 @@ from interp.interventions.edges import EdgePatch, Edges, attention_layout, captu
 from interp.interventions.edges.branching import branch, run_branched
 from interp.figures.edges import edge_figures, edge_layer_figure, edge_patching_figure
 from interp.interventions.edges.reference import ReferencePatch, reference_run
-from interp.experiments.edge_study import CONDITIONS, Branch, EdgeStudyConfig, branch_logits, edge_study
-from interp.core.stats import mean_and_sem, wilson_interval
+from interp.experiments.edge_study import (CONDITIONS, Branch, EdgeStudyConfig, branch_logits, copy_scores, edge_study,
+                                           main as edge_study_main, upgrade_row, upgrade_table)
+from interp.core.stats import binomial_stderr, mean_and_sem, wilson_interval
+from interp.measure.teacher_forcing import Accuracy
 from interp.models import bridge_from_hf, tiny_tokenizer
 from interp.core.tables import read_csv
 
@@ -235,14 +237,81 @@ def test_intervals():
     assert mean == 2.0 and se == pytest.approx(1 / math.sqrt(3))
 
 
+def _old_columns(row: dict) -> dict:
+    """``row`` as the edge study wrote it before ``AnswerScores``/``Accuracy`` (n, accuracy_lo/hi, loss, ...)."""
+    old = {}
+    for key, value in row.items():
+        if key == "n_examples":
+            old |= {"n": value, "accuracy": row["accuracy"], "accuracy_lo": row["ci_low"], "accuracy_hi": row["ci_high"],
+                    "loss": -row["mean_logprob"], "loss_se": row["mean_logprob_se"], "token_accuracy": row["token_accuracy"]}
+        elif key == "delta_mean_logprob":
+            old["delta_loss"] = -value
+        elif key not in ("accuracy", "stderr", "ci_low", "ci_high", "mean_logprob", "mean_logprob_se", "token_accuracy"):
+            old[key] = value
+    return old
+
+
+def test_copy_scores_are_the_repos_all_correct_and_cross_entropy():
+    """The copy scored through score_answer: all-correct, token accuracy, and mean log-prob = -cross-entropy."""
+    torch.manual_seed(0)
+    logits, targets = torch.randn(6, 4, 11) * 3, torch.randint(0, 11, (6, 4))
+    targets[0] = logits[0].argmax(-1)  # one row right at every position
+    scores = copy_scores(logits, targets)
+    hits = logits.argmax(-1) == targets
+    loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none").mean(-1)
+    assert scores.correct.tolist() == hits.all(-1).tolist() and scores.correct[0]
+    assert torch.allclose(scores.token_accuracy, hits.float().mean(-1))
+    assert torch.allclose(scores.mean_logprob, -loss, atol=1e-5)
+    summary = Accuracy.of(scores)
+    assert (summary.ci_low, summary.ci_high) == wilson_interval(int(hits.all(-1).sum()), 6)
+    assert summary.stderr == pytest.approx(binomial_stderr(summary.accuracy, 6))
+
+
+def test_upgrade_rewrites_old_tables_and_keeps_their_metadata(tmp_path, capsys):
+    from interp.core.tables import write_table
+
+    old = [{"model": "m", "task": "UF", "length": 3, "condition": c, "n": 32, "accuracy": a, "accuracy_lo": 0.1,
+            "accuracy_hi": 0.9, "loss": 1.25, "loss_se": 0.5, "token_accuracy": 0.75, "layers": "all"}
+           for c, a in (("none", 1.0), ("induction", 0.03125))]
+    sweep = [{"model": "m", "task": "UF", "length": 3, "edge": "induction", "layer": 0, "n": 8, "accuracy": 0.5,
+              "accuracy_lo": 0.2, "accuracy_hi": 0.8, "loss": 2.0, "loss_se": float("nan"), "token_accuracy": 0.5,
+              "delta_accuracy": -0.5, "delta_loss": 1.5, "heads": "all"}]
+    write_table(old, tmp_path / "edge_patching_m", metadata={"model": "m", "ci": "accuracy: Wilson 95%"})
+    write_table(sweep, tmp_path / "edge_patching_layers_m", formats=("csv",))
+    assert edge_study_main(["upgrade", str(tmp_path / "edge_patching_m.csv"), str(tmp_path / "edge_patching_layers_m.csv")]) == 0
+    rows = read_csv(tmp_path / "edge_patching_m.csv")
+    assert list(rows[1])[4:11] == ["n_examples", "accuracy", "stderr", "ci_low", "ci_high", "mean_logprob", "token_accuracy"]
+    assert rows[1]["n_examples"] == 32 and rows[1]["accuracy"] == 0.03125 and rows[1]["mean_logprob"] == -1.25
+    assert rows[1]["stderr"] == binomial_stderr(0.03125, 32) and rows[1]["ci_low"] == 0.1 and rows[1]["mean_logprob_se"] == 0.5
+    stored = __import__("json").loads((tmp_path / "edge_patching_m.json").read_text())
+    assert stored["metadata"]["model"] == "m" and "binomial" in stored["metadata"]["ci"] and stored["rows"] == rows
+    assert "ci_low" in (tmp_path / "edge_patching_m.md").read_text()
+    layer = read_csv(tmp_path / "edge_patching_layers_m.csv")[0]
+    assert layer["delta_mean_logprob"] == -1.5 and "delta_loss" not in layer and math.isnan(layer["mean_logprob_se"])
+    assert not (tmp_path / "edge_patching_layers_m.json").exists()  # only the formats that were there
+    before = (tmp_path / "edge_patching_m.csv").read_bytes()
+    upgrade_table(tmp_path / "edge_patching_m.csv")
+    assert (tmp_path / "edge_patching_m.csv").read_bytes() == before  # upgrading twice changes nothing
+    assert edge_study_main(["upgrade", str(tmp_path / "missing.csv")]) == 2
+    assert edge_study_main([]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[0].startswith("error: results file")
+
+
 def test_study_rows_and_layer_sweep(llama):
     config = EdgeStudyConfig(tasks=("UF",), lengths=(3,), n=3, n_shots=2, batch_size=2, sweep_n=2)
     main, sweep = edge_study(llama, config, model_label="m", progress=False)
-    assert [r["condition"] for r in main] == ["none", "induction", "anti_induction"] and all(r["n"] == 3 for r in main)
-    assert all(r["accuracy_lo"] <= r["accuracy"] <= r["accuracy_hi"] for r in main)
+    assert [r["condition"] for r in main] == ["none", "induction", "anti_induction"] and all(r["n_examples"] == 3 for r in main)
+    assert all(r["ci_low"] <= r["accuracy"] <= r["ci_high"] for r in main)
+    for r in main:  # Accuracy's columns, the one interval convention
+        assert (r["ci_low"], r["ci_high"]) == wilson_interval(round(r["accuracy"] * 3), 3)
+        assert r["stderr"] == pytest.approx(binomial_stderr(r["accuracy"], 3)) and r["mean_logprob"] < 0
     assert {(r["edge"], r["layer"]) for r in sweep} == {(e, l) for e in ("induction", "anti_induction") for l in (0, 1)}
-    assert all(r["n"] == 2 for r in sweep)
-    assert any(abs(r["delta_loss"]) > 1e-4 for r in sweep)
+    assert all(r["n_examples"] == 2 for r in sweep)
+    assert any(abs(r["delta_mean_logprob"]) > 1e-4 for r in sweep)
+    # a table with the earlier columns upgrades to exactly the columns a run writes now
+    for fresh in (main[0], sweep[0]):
+        assert list(upgrade_row(_old_columns(fresh))) == list(fresh)
+        assert upgrade_row(_old_columns(fresh)) == pytest.approx(fresh, nan_ok=True)
     with pytest.raises(ValueError, match="layer"):
         edge_study(llama, EdgeStudyConfig(tasks=("UF",), lengths=(3,), n=1, layers=(5,)), progress=False)
 
@@ -305,17 +374,21 @@ def test_script_writes_tables_and_an_interrupted_run_keeps_them(tmp_path, capsys
 
 
 def test_figures_draw_every_condition():
-    rows = [{"model": "m", "adapter": "ub", "task": t, "length": n, "condition": c, "n": 10, "accuracy": 0.5,
-             "accuracy_lo": 0.2, "accuracy_hi": 0.8, "loss": 1.0, "loss_se": 0.1}
+    rows = [{"model": "m", "adapter": "ub", "task": t, "length": n, "condition": c, "n_examples": 10, "accuracy": 0.5,
+             "ci_low": 0.2, "ci_high": 0.8, "mean_logprob": -1.0, "mean_logprob_se": 0.1, "token_accuracy": 0.5}
             for t in ("UF", "UB") for n in (3, 5) for c in CONDITIONS]
     fig = edge_patching_figure(rows)
     assert len(fig.data) == 2 * 2 * 3 and "adapter ub" in fig.layout.title.text
     assert fig.data[0].error_y.array[0] == pytest.approx(30.0)
+    assert fig.data[1].y[0] == pytest.approx(1.0)  # the loss, -mean_logprob
     layer_rows = [{"model": "m", "task": "UF", "length": 5, "edge": e, "layer": l, "delta_accuracy": -0.1,
-                   "delta_loss": 0.2, "loss_se": 0.05} for e in ("induction", "anti_induction") for l in range(3)]
-    assert len(edge_layer_figure(layer_rows).data) == 4
+                   "delta_mean_logprob": -0.2, "mean_logprob_se": 0.05} for e in ("induction", "anti_induction") for l in range(3)]
+    fig = edge_layer_figure(layer_rows)
+    assert len(fig.data) == 4 and fig.data[0].y[0] == pytest.approx(0.2)
     with pytest.raises(ValueError, match="lacks column"):
         edge_patching_figure([{"model": "m"}])
+    with pytest.raises(ValueError, match="edge_study upgrade"):
+        edge_patching_figure([_old_columns(rows[0])])
 
 
 @pytest.mark.embedded
