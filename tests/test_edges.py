@@ -15,10 +15,8 @@ from interp.interventions.edges import EdgePatch, Edges, attention_layout, captu
 from interp.interventions.edges.branching import branch, run_branched
 from interp.figures.edges import edge_figures, edge_layer_figure, edge_patching_figure
 from interp.interventions.edges.reference import ReferencePatch, reference_run
-from interp.experiments.edge_study import (CONDITIONS, Branch, EdgeStudyConfig, branch_logits, copy_scores, edge_study,
-                                           main as edge_study_main, upgrade_row, upgrade_table)
+from interp.experiments.edge_study import CONDITIONS, Branch, EdgeStudyConfig, branch_logits, edge_study, upgrade_row
 from interp.core.stats import binomial_stderr, mean_and_sem, wilson_interval
-from interp.measure.teacher_forcing import Accuracy
 from interp.models import bridge_from_hf, tiny_tokenizer
 from interp.core.tables import read_csv
 
@@ -249,52 +247,6 @@ def _old_columns(row: dict) -> dict:
         elif key not in ("accuracy", "stderr", "ci_low", "ci_high", "mean_logprob", "mean_logprob_se", "token_accuracy"):
             old[key] = value
     return old
-
-
-def test_copy_scores_are_the_repos_all_correct_and_cross_entropy():
-    """The copy scored through score_answer: all-correct, token accuracy, and mean log-prob = -cross-entropy."""
-    torch.manual_seed(0)
-    logits, targets = torch.randn(6, 4, 11) * 3, torch.randint(0, 11, (6, 4))
-    targets[0] = logits[0].argmax(-1)  # one row right at every position
-    scores = copy_scores(logits, targets)
-    hits = logits.argmax(-1) == targets
-    loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none").mean(-1)
-    assert scores.correct.tolist() == hits.all(-1).tolist() and scores.correct[0]
-    assert torch.allclose(scores.token_accuracy, hits.float().mean(-1))
-    assert torch.allclose(scores.mean_logprob, -loss, atol=1e-5)
-    summary = Accuracy.of(scores)
-    assert (summary.ci_low, summary.ci_high) == wilson_interval(int(hits.all(-1).sum()), 6)
-    assert summary.stderr == pytest.approx(binomial_stderr(summary.accuracy, 6))
-
-
-def test_upgrade_rewrites_old_tables_and_keeps_their_metadata(tmp_path, capsys):
-    from interp.core.tables import write_table
-
-    old = [{"model": "m", "task": "UF", "length": 3, "condition": c, "n": 32, "accuracy": a, "accuracy_lo": 0.1,
-            "accuracy_hi": 0.9, "loss": 1.25, "loss_se": 0.5, "token_accuracy": 0.75, "layers": "all"}
-           for c, a in (("none", 1.0), ("induction", 0.03125))]
-    sweep = [{"model": "m", "task": "UF", "length": 3, "edge": "induction", "layer": 0, "n": 8, "accuracy": 0.5,
-              "accuracy_lo": 0.2, "accuracy_hi": 0.8, "loss": 2.0, "loss_se": float("nan"), "token_accuracy": 0.5,
-              "delta_accuracy": -0.5, "delta_loss": 1.5, "heads": "all"}]
-    write_table(old, tmp_path / "edge_patching_m", metadata={"model": "m", "ci": "accuracy: Wilson 95%"})
-    write_table(sweep, tmp_path / "edge_patching_layers_m", formats=("csv",))
-    assert edge_study_main(["upgrade", str(tmp_path / "edge_patching_m.csv"), str(tmp_path / "edge_patching_layers_m.csv")]) == 0
-    rows = read_csv(tmp_path / "edge_patching_m.csv")
-    assert list(rows[1])[4:11] == ["n_examples", "accuracy", "stderr", "ci_low", "ci_high", "mean_logprob", "token_accuracy"]
-    assert rows[1]["n_examples"] == 32 and rows[1]["accuracy"] == 0.03125 and rows[1]["mean_logprob"] == -1.25
-    assert rows[1]["stderr"] == binomial_stderr(0.03125, 32) and rows[1]["ci_low"] == 0.1 and rows[1]["mean_logprob_se"] == 0.5
-    stored = __import__("json").loads((tmp_path / "edge_patching_m.json").read_text())
-    assert stored["metadata"]["model"] == "m" and "binomial" in stored["metadata"]["ci"] and stored["rows"] == rows
-    assert "ci_low" in (tmp_path / "edge_patching_m.md").read_text()
-    layer = read_csv(tmp_path / "edge_patching_layers_m.csv")[0]
-    assert layer["delta_mean_logprob"] == -1.5 and "delta_loss" not in layer and math.isnan(layer["mean_logprob_se"])
-    assert not (tmp_path / "edge_patching_layers_m.json").exists()  # only the formats that were there
-    before = (tmp_path / "edge_patching_m.csv").read_bytes()
-    upgrade_table(tmp_path / "edge_patching_m.csv")
-    assert (tmp_path / "edge_patching_m.csv").read_bytes() == before  # upgrading twice changes nothing
-    assert edge_study_main(["upgrade", str(tmp_path / "missing.csv")]) == 2
-    assert edge_study_main([]) == 2
-    assert capsys.readouterr().err.strip().splitlines()[0].startswith("error: results file")
 
 
 def test_study_rows_and_layer_sweep(llama):
