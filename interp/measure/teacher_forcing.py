@@ -111,7 +111,11 @@ class Accuracy:
 
 
 def answer_slice(p: EncodedPrompt) -> slice:
-    """Positions whose logits predict the answer tokens and the end marker after them."""
+    """Positions whose logits predict the answer tokens and the end marker after them.
+
+    >>> answer_slice(EncodedPrompt(prompt_ids=(1, 2, 3), answer_ids=(4, 5), end=AnswerEnd.not_required()))
+    slice(2, 5, None)
+    """
     return slice(p.answer_start - 1, p.answer_start + len(p.answer_ids))
 
 
@@ -162,7 +166,11 @@ class AnswerPositions:
 
 
 def gather_positions(values: Float[Tensor, "batch pos d"], positions: Int[Tensor, "batch slot"]) -> Float[Tensor, "batch slot d"]:
-    """``values[row, positions[row, slot]]`` for every row and slot."""
+    """``values[row, positions[row, slot]]`` for every row and slot.
+
+    >>> gather_positions(torch.arange(6.0).view(1, 3, 2), torch.tensor([[2, 0]])).tolist()
+    [[[4.0, 5.0], [0.0, 1.0]]]
+    """
     index = positions.to(values.device)[..., None].expand(-1, -1, values.shape[-1])
     return values.gather(1, index)
 
@@ -182,7 +190,12 @@ def select_positions_hook(positions: Int[Tensor, "batch slot"]) -> Hook:
 
 
 def answer_rows(logits: Float[Tensor, "batch slot d_vocab"], batch: Sequence[EncodedPrompt]) -> list[ScoreRow]:
-    """``score_answer`` rows from logits taken at ``AnswerPositions.of(batch)`` only."""
+    """``score_answer`` rows from logits taken at ``AnswerPositions.of(batch)`` only.
+
+    >>> prompt = EncodedPrompt(prompt_ids=(1, 2), answer_ids=(3,), end=AnswerEnd(frozenset({0})))
+    >>> answer_rows(torch.eye(4)[None, [3, 0]] * 9, [prompt])[0][0]  # predicts 3, then the end token 0
+    True
+    """
     return [score_answer(logits[row, : len(p.answer_ids) + 1], p.answer_ids, p.end) for row, p in enumerate(batch)]
 
 
