@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
+from interp.cli import (Namespace, Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         input_error_argument, load_model_from_args, name_list, positive_int, positive_int_list,
                         prompt_config_from_args, results_suffix, run, seed, seed_list, source_from_args, task_list)
 from interp.core.journal import RowJournal
@@ -48,17 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="head score whose top k form the anti-induction set (default: anti_induction, the paper's; "
                              "duplicate_v_composition names one-step backward copiers)")
     args = parser.parse_args(argv)
-    source = source_from_args(parser, args, args.tasks)
-    lengths = args.lengths or [10]
-    if isinstance(source, PaperData):
-        lengths = args.lengths or sorted(set.intersection(*(set(source.lengths(t)) for t in args.tasks)))
-        if not lengths:
-            fail(parser, "--data", f"the files hold no length common to all of {', '.join(args.tasks)}")
-
-    config = AblationConfig(tasks=tuple(args.tasks), lengths=tuple(lengths), k=args.k, n_examples=args.n,
-                            kinds=tuple(args.kinds), random_seeds=tuple(args.random_seeds), seed=args.seed,
-                            batch_size=args.batch_size, prompt_config=prompt_config_from_args(parser, args, args.tasks),
-                            source=source, induction_by=args.induction_heads_by, anti_by=args.anti_heads_by)
+    config = study_config(parser, args)
     suffix = results_suffix(args)
     chosen = "".join(f"_{role}-by-{score}" for role, score, default in
                      (("induction", config.induction_by, "induction"), ("anti", config.anti_by, "anti_induction"))
@@ -90,6 +80,20 @@ def main(argv: list[str] | None = None) -> int:
     print(to_markdown(summary))
     print(f"wrote {stem}.csv/.json/.md and {args.out / f'head_scores{suffix}'}.csv")
     return 0
+
+
+def study_config(parser: Parser, args: Namespace) -> AblationConfig:
+    """The study the arguments ask for; with --data, the lengths the files hold for every task."""
+    source = source_from_args(parser, args, args.tasks)
+    lengths = args.lengths or [10]
+    if isinstance(source, PaperData):
+        lengths = args.lengths or sorted(set.intersection(*(set(source.lengths(t)) for t in args.tasks)))
+        if not lengths:
+            fail(parser, "--data", f"the files hold no length common to all of {', '.join(args.tasks)}")
+    return AblationConfig(tasks=tuple(args.tasks), lengths=tuple(lengths), k=args.k, n_examples=args.n,
+                          kinds=tuple(args.kinds), random_seeds=tuple(args.random_seeds), seed=args.seed,
+                          batch_size=args.batch_size, prompt_config=prompt_config_from_args(parser, args, args.tasks),
+                          source=source, induction_by=args.induction_heads_by, anti_by=args.anti_heads_by)
 
 
 if __name__ == "__main__":

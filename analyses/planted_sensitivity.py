@@ -11,11 +11,12 @@ results/planted_sensitivity_summary.* (share of seeds found) and figures/planted
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
-from interp.cli import Parser, add_output_args, fail, int_list, positive_int, run, writable_dir
+from interp.cli import (Namespace, Parser, add_output_args, fail, fraction_list, int_list, positive_int, run,
+                        writable_dir)
 from interp.experiments.planted_sensitivity import (CIRCUITS, SensitivityConfig, found_summary, sensitivity_study,
                                                     weakest_found)
 from interp.figures import BrowserNotFoundError, save_figure
@@ -25,21 +26,11 @@ from interp.core.tables import read_csv, to_markdown, write_table
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def strength_list(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers between 0 and 1, got {text!r}") from None
-    if not values or any(not 0.0 <= v <= 1.0 for v in values):
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers between 0 and 1, got {text!r}")
-    return values
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(__doc__)
     add_output_args(parser)
     parser.add_argument("--figures", type=writable_dir, default=ROOT / "figures", help="figure folder (default: figures)")
-    parser.add_argument("--strengths", type=strength_list, default=list(SensitivityConfig.strengths),
+    parser.add_argument("--strengths", type=fraction_list, default=list(SensitivityConfig.strengths),
                         help="strengths of the plant, 1 = as planted, 0 = noise (default: 1 to 0 in steps of 0.1)")
     parser.add_argument("--seeds", type=int_list, default=list(SensitivityConfig.seeds), help="noise seeds (default: 0,1,2)")
     parser.add_argument("--circuits", choices=[*CIRCUITS, "all"], default="all", help="UF, UB or all (default)")
@@ -62,14 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     write_table(rows, args.out / "planted_sensitivity", metadata=meta)
     summary = found_summary(rows)
     write_table(summary, args.out / "planted_sensitivity_summary", metadata=meta)
-    _save(planted_sensitivity_figure(summary), args)
+    _save(planted_sensitivity_figure([asdict(row) for row in summary]), args)
     print(to_markdown(weakest_found(summary)))
     print(f"wrote {args.out / 'planted_sensitivity'}.*, {args.out / 'planted_sensitivity_summary'}.* and "
           f"{args.figures / 'planted_sensitivity'}.*")
     return 0
 
 
-def _save(figure, args: argparse.Namespace) -> None:
+def _save(figure, args: Namespace) -> None:
     formats = [f for f in args.formats.split(",") if f]
     try:
         save_figure(figure, args.figures / "planted_sensitivity", formats=formats)

@@ -10,12 +10,11 @@ in the test input (see ``interp.figures.attention``).
 from __future__ import annotations
 
 import sys
-from argparse import ArgumentTypeError
 from pathlib import Path
 
-from interp.cli import (Parser, add_model_args, add_prompt_args, add_source_args, fail, load_model_from_args,
-                        non_negative_int, positive_int, prompt_config_from_args, run, seed, source_from_args, task_name,
-                        writable_file)
+from interp.cli import (ArgumentTypeError, Parser, add_model_args, add_prompt_args, add_source_args, fail,
+                        load_model_from_args, non_negative_int, positive_int, prompt_config_from_args, run, seed,
+                        source_from_args, task_name, writable_file)
 from interp.core.heads import parse_heads
 from interp.data.paper_files import PaperData
 from interp.measure.mechanism_scores import all_head_scores

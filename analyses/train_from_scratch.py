@@ -67,14 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     metadata = {"preset": args.preset, "config": asdict(config), "workers": args.workers,
                 "wall_seconds": round(time.time() - started, 1), "cpu_seconds": round(_cpu_seconds() - cpu, 1),
                 "scoring": "teacher-forced exact match, zero-shot '<bos> x : y <eos>' / ' x | q: a' lines"}
-    write_table(rows, out / f"from_scratch{suffix}",
-                columns=["task", "positional", "split", "lengths", "accuracy", "expressible", "predicted",
-                         "n_examples", "steps", "seconds", "cpu_seconds", "timed_from_step"], metadata=metadata)
+    write_table(rows, out / f"from_scratch{suffix}", metadata=metadata)
     summary = verdict(rows, args.threshold)
     write_table(summary, out / f"from_scratch{suffix}_summary", formats=("csv", "md"))
     print(to_markdown(summary))
-    learned = [s for s in summary if s["agrees"] is not None]
-    print(f"{sum(s['agrees'] for s in learned)}/{len(learned)} cells learned in distribution agree with the theory "
+    learned = [s for s in summary if s.agrees is not None]
+    print(f"{sum(s.agrees for s in learned)}/{len(learned)} cells learned in distribution agree with the theory "
           f"(every OOD bin >= {args.threshold} iff expressible); {len(summary) - len(learned)} not learned "
           f"(inconclusive); wall {metadata['wall_seconds']} s, cpu {metadata['cpu_seconds']} s")
     return 0

@@ -5,7 +5,7 @@ A B A B ... ``repeats`` times, and reports per side the median and min-max time,
 ratio time(B) / time(A) (median and min-max; ``compare_many`` does the same for more sides,
 against the last one), the torch thread count, the load average before
 and after, and the achieved GFLOP/s as a share of this machine's matmul peak (measured in-process
-by ``bench_peak.measure_peak``). FLOPs are counted by ``torch.utils.flop_counter.FlopCounterMode``
+by ``_machine.measure_peak``). FLOPs are counted by ``torch.utils.flop_counter.FlopCounterMode``
 over the first warm-up run of each side: matmuls, convolutions and attention kernels only, so
 elementwise work is not credited and the share is a lower bound.
 
@@ -15,11 +15,7 @@ on this kind of machine, and a single A-then-B timing cannot tell that from a re
 
 from __future__ import annotations
 
-import argparse
-import functools
 import gc
-import os
-import platform
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -28,41 +24,17 @@ from typing import Any, Callable, Sequence
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from interp.cli import Parser, at_least, non_negative_int, positive_int, task_name
 
-def cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def machine_line() -> str:
-    """One line saying what the numbers were measured on."""
-    return (f"machine: {cpu_name()}, {os.cpu_count()} logical CPUs, torch {torch.__version__} "
-            f"with {torch.get_num_threads()} threads")
-
-
-def load_average() -> tuple[float, float, float]:
-    return os.getloadavg()
-
-
-def format_load(load: tuple[float, float, float]) -> str:
-    return "/".join(f"{x:.2f}" for x in load)
-
-
-@functools.cache
-def peak_gflops() -> float:
-    """This machine's matmul peak, measured once per process (about two seconds)."""
-    from bench_peak import measure_peak
-
-    return measure_peak()
+from _machine import format_load, load_average, machine_line, peak_gflops
 
 
 def count_flops(fn: Callable[[], Any]) -> tuple[int, Any]:
-    """(FLOPs counted, return value) of one call of ``fn``."""
+    """(FLOPs counted, return value) of one call of ``fn``.
+
+    >>> count_flops(lambda: torch.ones(2, 3) @ torch.ones(3, 4))[0]
+    48
+    """
     with FlopCounterMode(display=False) as counter:
         value = fn()
     return counter.get_total_flops(), value
@@ -146,14 +118,24 @@ def compare(name_a: str, fn_a: Callable[[], Any], name_b: str, fn_b: Callable[[]
 
     With ``flops`` the first warm-up call of each side runs under a FLOP counter (an extra
     untimed call when ``warmup`` is 0). ``result.a.output`` / ``result.b.output`` hold what the
-    last call of each side returned, for the benchmark's own checks."""
+    last call of each side returned, for the benchmark's own checks.
+
+    >>> result = compare("a", lambda: 1, "b", lambda: 2, flops=False, peak=False, quiet=True)
+    >>> len(result.ratios), result.b.output
+    (3, 2)
+    """
     return compare_many([(name_a, fn_a), (name_b, fn_b)], repeats=repeats, warmup=warmup, flops=flops, peak=peak,
                         title=title or f"{name_a} vs {name_b}", quiet=quiet)
 
 
 def compare_many(sides: Sequence[tuple[str, Callable[[], Any]]], *, repeats: int = 3, warmup: int = 1,
                  flops: bool = True, peak: bool = True, title: str = "", quiet: bool = False) -> Comparison:
-    """``compare`` for two or more sides, run round-robin; ratios are against the last side."""
+    """``compare`` for two or more sides, run round-robin; ratios are against the last side.
+
+    >>> sides = [("a", lambda: 1), ("b", lambda: 2), ("c", lambda: 3)]
+    >>> [s.name for s in compare_many(sides, flops=False, peak=False, quiet=True).sides]
+    ['a', 'b', 'c']
+    """
     if len(sides) < 2:
         raise ValueError(f"{len(sides)} side(s) given; a comparison needs at least 2")
     if len(sides) > 8:
@@ -188,12 +170,33 @@ def compare_many(sides: Sequence[tuple[str, Callable[[], Any]]], *, repeats: int
     return result
 
 
-def add_timing_args(parser: argparse.ArgumentParser, repeats: int = 3) -> argparse.ArgumentParser:
-    """``--repeats`` and ``--warmup`` for a benchmark's command line."""
-    parser.add_argument("--repeats", type=int, default=repeats, help=f"alternating A/B pairs (default: {repeats}, at least 3)")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed runs of each side first (default: 1)")
+def add_timing_args(parser: Parser, repeats: int = 3) -> Parser:
+    """``--repeats`` (at least 3) and ``--warmup`` for a benchmark's command line, refused by the
+    parser (one line, exit 2) before any model is loaded.
+
+    >>> add_timing_args(Parser()).parse_args(["--repeats", "5"]).repeats
+    5
+    """
+    parser.add_argument("--repeats", type=at_least(3), default=repeats,
+                        help=f"alternating A/B rounds (default: {repeats}, at least 3)")
+    parser.add_argument("--warmup", type=non_negative_int, default=1,
+                        help="untimed runs of each side first (default: 1)")
+    return parser
+
+
+def add_task_args(parser: Parser, length: int, n: int) -> Parser:
+    """``--task``, ``--length``, ``--n`` and ``--batch-size``: the prompts a benchmark times.
+
+    >>> vars(add_task_args(Parser(), length=10, n=2).parse_args(["--task", "ub"]))
+    {'task': 'UB', 'length': 10, 'n': 2, 'batch_size': 8}
+    """
+    parser.add_argument("--task", type=task_name, default="UF", help="task (default: UF)")
+    parser.add_argument("--length", type=positive_int, default=length, help=f"task length (default: {length})")
+    parser.add_argument("--n", type=positive_int, default=n, help=f"prompts (default: {n})")
+    parser.add_argument("--batch-size", type=positive_int, default=8, help="prompts per pass (default: 8)")
     return parser
 
 
 def print_header(title: str) -> None:
+    """Print a benchmark's title, the machine line and the load average at its start."""
     print(f"# {title}\n{machine_line()}\nload average at start: {format_load(load_average())}", flush=True)

@@ -3,13 +3,15 @@ from the cache with the check (as the library does) vs without it (size and time
 before), A/B alternated; also the hash of the file alone. The check exists because flipped
 bytes under a restored modification time otherwise load silently as wrong weights.
 
+Prints the A/B table and a closing `RESULT` line: the processed file's size, the SHA-256 time alone
+(median, min-max), the load times with and without the check, and their paired difference.
+
     python benchmarks/bench_checksum.py                       # the embedded SmolLM2-135M
     python benchmarks/bench_checksum.py --model qwen2.5-1.5b  # after make paper-model
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
 import statistics
 import sys
@@ -17,26 +19,36 @@ import time
 from pathlib import Path
 from unittest import mock
 
-sys.path.insert(0, str(Path(__file__).parent))
+import torch
+
+import interp.models.processed as processed
+from interp.cli import Parser, run
+from interp.core.naming import EMBEDDED_MODEL, canonical_name
+from interp.models import load_model, processed_weights_file
+from interp.models.loading import own_model
+from interp.models.paper.installer import OFFLINE_MODELS
+from interp.models.store import verify
+
+sys.path.insert(0, str(Path(__file__).parent))  # benchmarks/ is no package: its shared modules sit here
 from _harness import add_timing_args, compare, print_header  # noqa: E402
-
-import torch  # noqa: E402
-
-import interp.models.processed as processed  # noqa: E402
-from interp.models import load_model, processed_weights_file  # noqa: E402
-from interp.models.loading import own_model  # noqa: E402
-from interp.models.store import verify  # noqa: E402
 
 
 def size_and_time_only(folder, names=None, full=False):
+    """The cache's check as it was before the checksum: size and modification time only."""
     return verify(folder, names, full=False)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="smollm2-135m", help="a model of the cache (default: smollm2-135m)")
-    add_timing_args(parser, repeats=5)
-    args = parser.parse_args()
+def build_parser() -> Parser:
+    """The command line, refused in one line (exit 2) before the model is loaded."""
+    parser = Parser(__doc__)
+    cached = (EMBEDDED_MODEL, *OFFLINE_MODELS)
+    parser.add_argument("--model", type=canonical_name, choices=cached, default=EMBEDDED_MODEL, metavar="MODEL",
+                        help=f"a model of the cache: {', '.join(cached)} (default: {EMBEDDED_MODEL})")
+    return add_timing_args(parser, repeats=5)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     print_header(f"bench_checksum: {args.model}")
     folder = own_model(args.model)[0]
     load_model(args.model, device="cpu")  # the processed file exists from here on (the bridge is dropped)
@@ -56,8 +68,8 @@ def main() -> None:
             load_model(args.model, device="cpu")
         gc.collect()
 
-    result = compare("warm load, SHA-256 checked", checked, "warm load, size and time only", unchecked, title="checksum on load", repeats=args.repeats,
-                     warmup=args.warmup, flops=False, peak=False)
+    result = compare("warm load, SHA-256 checked", checked, "warm load, size and time only", unchecked,
+                     title="checksum on load", repeats=args.repeats, warmup=args.warmup, flops=False, peak=False)
     extra = [a - b for a, b in zip(result.a.times, result.b.times)]
     print(f"RESULT {stored.name}: {stored.stat().st_size / 1e9:.2f} GB; SHA-256 alone median "
           f"{statistics.median(hashes):.2f} s ({min(hashes):.2f}-{max(hashes):.2f}); load with / without the check: "
@@ -66,4 +78,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -3,32 +3,55 @@ alternated), with the achieved GFLOP/s as a share of this machine's matmul peak;
 forward pass of a batch of 8 x 100 tokens, the unit every other measurement is built from.
 
 Both evaluations return the same per-example scores (checked), so the ratio is the gain of
-batching alone; the share of peak says how much of the machine is left on the table."""
+batching alone; the share of peak says how much of the machine is left on the table.
+
+Prints the two A/B tables, the accuracy and whether the per-example scores agree, and a closing
+`RESULT` line: the batching ratio (median, min-max) and the bare forward pass's GFLOP/s and share
+of the matmul peak.
+
+    python benchmarks/bench_evaluate.py
+    python benchmarks/bench_evaluate.py --task NF --length 50 --n 8 --forward-shape 4x200"""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _harness import add_timing_args, compare, print_header  # noqa: E402
+import torch
 
-import torch  # noqa: E402
+from interp.cli import ArgumentTypeError, Parser, run
+from interp.measure.evaluate import evaluate_prompts, task_prompts
+from interp.models import load_model
 
-from interp.measure.evaluate import evaluate_prompts, task_prompts  # noqa: E402
-from interp.models import load_model  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parent))  # benchmarks/ is no package: its shared modules sit here
+from _harness import add_task_args, add_timing_args, compare, print_header  # noqa: E402
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--task", default="UF")
-    parser.add_argument("--length", type=int, default=20)
-    parser.add_argument("--n", type=int, default=16, help="prompts (default: 16)")
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--forward-shape", default="8x100", help="BATCHxTOKENS of the bare forward pass (default: 8x100)")
-    add_timing_args(parser)
-    args = parser.parse_args()
+def forward_shape(text: str) -> tuple[int, int]:
+    """``"8x100"`` -> (batch, tokens) of the bare forward pass, both >= 1.
+
+    >>> forward_shape("8x100")
+    (8, 100)
+    """
+    try:
+        batch, width = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise ArgumentTypeError(f"expected BATCHxTOKENS like '8x100', got {text!r}") from None
+    if batch < 1 or width < 1:
+        raise ArgumentTypeError(f"expected a batch and a token count >= 1, got {text!r}")
+    return batch, width
+
+
+def build_parser() -> Parser:
+    """The command line, refused in one line (exit 2) before the model is loaded."""
+    parser = add_task_args(Parser(__doc__), length=20, n=16)
+    parser.add_argument("--forward-shape", type=forward_shape, default="8x100",
+                        help="BATCHxTOKENS of the bare forward pass (default: 8x100)")
+    return add_timing_args(parser)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     print_header(f"bench_evaluate: {args.task} at length {args.length}, {args.n} prompts")
     model = load_model(device="cpu")
     prompts = task_prompts(model, args.task, args.length, args.n, seed=0)
@@ -41,7 +64,7 @@ def main() -> None:
     diff = (batched.mean_logprob - single.mean_logprob).abs().max().item()
     print(f"accuracy {batched.accuracy:.3f}; identical exact match per example: {same}; max |log-prob difference|: {diff:.1e}")
 
-    batch, width = (int(x) for x in args.forward_shape.lower().split("x"))
+    batch, width = args.forward_shape
     tokens = torch.randint(0, len(model.tokenizer), (batch, width), generator=torch.Generator().manual_seed(0))
 
     def forward_batch():
@@ -60,4 +83,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

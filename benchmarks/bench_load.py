@@ -1,34 +1,46 @@
 """Warm load (raw and processed weights from the cache) vs cold load (dequantize the GGUF,
 convert, process) of the embedded model, each cold load into a fresh cache folder, A/B alternated.
 A second comparison shows what the processed-weight cache saves: warm vs a warm load that has to
-process the weights again. All logits on a fixed input must be identical."""
+process the weights again. All logits on a fixed input must be identical.
+
+Prints the two A/B tables, whether the logits are identical, and a closing `RESULT` line with the
+cold / warm and processing-again / warm time ratios (median, min-max). The caches are temporary
+folders: the shared cache is not touched.
+
+    python benchmarks/bench_load.py
+    python benchmarks/bench_load.py --repeats 5"""
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+import torch
+
+from interp.cli import Parser, run
+from interp.core.lm import LanguageModel
+from interp.models import embedded_cache_path, load_model
+
+sys.path.insert(0, str(Path(__file__).parent))  # benchmarks/ is no package: its shared modules sit here
 from _harness import add_timing_args, compare, print_header  # noqa: E402
 
-import torch  # noqa: E402
 
-from interp.models import embedded_cache_path, load_model  # noqa: E402
-
-
-def load_into(cache: Path):
+def load_into(cache: Path) -> LanguageModel:
+    """The embedded model loaded through the cache folder ``cache`` (set as ``INTERP_CACHE``)."""
     os.environ["INTERP_CACHE"] = str(cache)
     return load_model(device="cpu")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    add_timing_args(parser)
-    args = parser.parse_args()
+def build_parser() -> Parser:
+    """The command line (the timing arguments only), refused in one line (exit 2) before any load."""
+    return add_timing_args(Parser(__doc__))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     print_header("bench_load: embedded model")
     with tempfile.TemporaryDirectory() as root:
         warm_cache, fresh = Path(root) / "warm", Path(root) / "cold"
@@ -63,4 +75,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

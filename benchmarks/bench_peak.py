@@ -1,61 +1,45 @@
 """This machine's matrix-multiply peak: the best GFLOP/s torch reaches on square fp32 matmuls.
 
-The other benchmarks divide their achieved GFLOP/s by this number (measured in-process, under
-the same load), so "72% of peak" means the same thing on every machine."""
+Prints the machine line, then per size the median and min-max GFLOP/s of ``--repeats`` timed
+matmuls, the load average before and after, and the peak the other benchmarks divide by (their
+"% of peak": 2048 x 2048, median of 10, measured in-process under the same load).
+
+    python benchmarks/bench_peak.py                          # sizes 1024, 2048, 4096
+    python benchmarks/bench_peak.py --sizes 512,1024 --repeats 20
+"""
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
-import torch
+from interp.cli import Parser, positive_int, positive_int_list, run
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _harness import machine_line  # noqa: E402
-
-
-def matmul_gflops(size: int = 2048, repeats: int = 10, dtype: torch.dtype = torch.float32) -> list[float]:
-    """GFLOP/s of ``repeats`` timed ``size x size`` matmuls after one warm-up (2 n^3 FLOPs each)."""
-    if size < 1 or repeats < 1:
-        raise ValueError(f"size={size} and repeats={repeats} must be >= 1")
-    generator = torch.Generator().manual_seed(0)
-    a = torch.randn(size, size, generator=generator, dtype=dtype)
-    b = torch.randn(size, size, generator=generator, dtype=dtype)
-    out = torch.empty(size, size, dtype=dtype)
-    torch.mm(a, b, out=out)
-    rates = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        torch.mm(a, b, out=out)
-        rates.append(2 * size**3 / (time.perf_counter() - start) / 1e9)
-    return rates
+sys.path.insert(0, str(Path(__file__).parent))  # benchmarks/ is no package: its shared modules sit here
+from _machine import format_load, load_average, machine_line, matmul_gflops, measure_peak  # noqa: E402
 
 
-def measure_peak(size: int = 2048, repeats: int = 10) -> float:
-    """The peak the benchmarks compare against: the median rate of ``size``-square fp32 matmuls
-    (the median, not the best, so that one lucky run does not set the bar)."""
-    return statistics.median(matmul_gflops(size, repeats))
+def build_parser() -> Parser:
+    """The command line: ``--sizes`` and ``--repeats``, refused in one line before any timing."""
+    parser = Parser(__doc__)
+    parser.add_argument("--sizes", type=positive_int_list, default=[1024, 2048, 4096],
+                        help="square sizes, e.g. '1024,2048' (default: 1024,2048,4096)")
+    parser.add_argument("--repeats", type=positive_int, default=10, help="timed matmuls per size (default: 10)")
+    return parser
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[1024, 2048, 4096],
-                        help="square sizes (default: 1024,2048,4096)")
-    parser.add_argument("--repeats", type=int, default=10)
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     print(machine_line())
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"load average before: {format_load(load_average())}")
     for size in args.sizes:
         rates = matmul_gflops(size, args.repeats)
         print(f"  {size} x {size} fp32 matmul: median {statistics.median(rates):.1f} GFLOP/s "
               f"(min {min(rates):.1f}, max {max(rates):.1f}, {args.repeats} runs)", flush=True)
-    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"load average after: {format_load(load_average())}")
     print(f"peak used by the other benchmarks (2048, median): {measure_peak():.1f} GFLOP/s")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

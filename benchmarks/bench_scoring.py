@@ -2,32 +2,44 @@
 repeated sequences of the embedded model: the same scores, and the time ratio (A/B alternated).
 
 Two comparisons: `score_heads` (all three scores) and `detect_induction_batched` (detect_head's
-own measure, batched) each against `detect_head` (induction only, one sequence at a time)."""
+own measure, batched) each against `detect_head` (induction only, one sequence at a time).
+
+Prints the two A/B tables, the largest difference between the batched measure and detect_head,
+the rank correlation of the induction scores, the top induction heads, and a closing `RESULT` line
+with both time ratios (median, min-max).
+
+    python benchmarks/bench_scoring.py
+    python benchmarks/bench_scoring.py --n 40 --half-length 25"""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+import torch
+from transformer_lens.head_detector import detect_head
+
+from interp.cli import Parser, positive_int, run
+from interp.data.vocab import word_vocabulary
+from interp.measure.head_scores import detect_induction_batched, repeated_random_tokens, score_heads, spearman
+from interp.models import load_model
+
+sys.path.insert(0, str(Path(__file__).parent))  # benchmarks/ is no package: its shared modules sit here
 from _harness import add_timing_args, compare, print_header  # noqa: E402
 
-import torch  # noqa: E402
-from transformer_lens.head_detector import detect_head  # noqa: E402
 
-from interp.models import load_model  # noqa: E402
-from interp.measure.head_scores import detect_induction_batched, repeated_random_tokens, score_heads, spearman  # noqa: E402
-from interp.data.vocab import word_vocabulary  # noqa: E402
+def build_parser() -> Parser:
+    """The command line, refused in one line (exit 2) before the model is loaded."""
+    parser = Parser(__doc__)
+    parser.add_argument("--n", type=positive_int, default=20, help="sequences (default: 20)")
+    parser.add_argument("--half-length", type=positive_int, default=50,
+                        help="tokens of each sequence's first half (default: 50)")
+    parser.add_argument("--batch-size", type=positive_int, default=20, help="score_heads batch size (default: 20)")
+    return add_timing_args(parser)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--n", type=int, default=20, help="sequences (default: 20)")
-    parser.add_argument("--half-length", type=int, default=50)
-    parser.add_argument("--batch-size", type=int, default=20, help="score_heads batch size (default: 20)")
-    add_timing_args(parser)
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     print_header(f"bench_scoring: {args.n} sequences of 2 x {args.half_length} tokens")
     model = load_model(device="cpu")
     tokenizer = model.tokenizer
@@ -62,4 +74,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

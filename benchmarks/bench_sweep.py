@@ -4,34 +4,45 @@ identical numbers, and the time ratio (A/B alternated).
 
 The default sweeps every 5th layer (54 heads) on 4 UF prompts so that a run takes a few minutes;
 `--every 1 --n 8` is the full 270-head sweep (about 8 minutes a pair on an idle 2-core machine).
-Layers 0, 5, ..., 25 skip on average as many layers as all 30 do, so the ratio carries over."""
+Layers 0, 5, ..., 25 skip on average as many layers as all 30 do, so the ratio carries over.
+
+Prints the A/B table, whether exact match and log-probabilities agree, and a closing `RESULT` line
+with the time ratio (median, min-max).
+
+    python benchmarks/bench_sweep.py
+    python benchmarks/bench_sweep.py --every 1 --n 8      # all 270 heads"""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+import torch
+
+from interp.cli import Parser, positive_int, run
+from interp.interventions.sweep import head_sweep, naive_head_sweep
+from interp.measure.encoding import encode_for
+from interp.measure.evaluate import task_prompts
+from interp.models import load_model
+from interp.prompts import PromptConfig
+
+sys.path.insert(0, str(Path(__file__).parent))  # benchmarks/ is no package: its shared modules sit here
 from _harness import add_timing_args, compare, print_header  # noqa: E402
 
-import torch  # noqa: E402
 
-from interp.measure.encoding import encode_for
+def build_parser() -> Parser:
+    """The command line, refused in one line (exit 2) before the model is loaded."""
+    parser = Parser(__doc__)
+    parser.add_argument("--n", type=positive_int, default=4, help="UF prompts of length 10 (default: 4)")
+    parser.add_argument("--every", type=positive_int, default=5,
+                        help="sweep every k-th layer, all its heads (default: 5)")
+    parser.add_argument("--heads-per-pass", type=positive_int, default=1,
+                        help="heads of a layer stacked in one pass (default: 1)")
+    return add_timing_args(parser)
 
-from interp.measure.evaluate import task_prompts  # noqa: E402
-from interp.models import load_model  # noqa: E402
-from interp.prompts import PromptConfig  # noqa: E402
-from interp.interventions.sweep import head_sweep, naive_head_sweep  # noqa: E402
 
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--n", type=int, default=4, help="UF prompts of length 10 (default: 4)")
-    parser.add_argument("--every", type=int, default=5, help="sweep every k-th layer, all its heads (default: 5)")
-    parser.add_argument("--heads-per-pass", type=int, default=1, help="heads of a layer stacked in one pass")
-    add_timing_args(parser)
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     model = load_model(device="cpu")
     prompts = task_prompts(model, "UF", 10, args.n)
     encoded = encode_for(model, prompts, PromptConfig())
@@ -51,4 +62,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

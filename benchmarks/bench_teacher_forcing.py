@@ -5,36 +5,55 @@ Where the model copies nothing exactly (NF at lengths 50 and 100), equal accurac
 a weak check. Two more checks, untimed: the first position where greedy generation leaves the target
 equals the first wrong teacher-forced argmax, and the token generated there is that argmax,
 example by example. The default cases keep a run to about five minutes on an idle 2-core machine;
-the README's earlier figures came from `--cases NF:100:4,UF:20:8` (about 15 minutes)."""
+a longer comparison is `--cases NF:100:4,UF:20:8` (about 15 minutes).
+
+Prints per case the A/B table, both accuracies and their per-example agreement, the first
+departures from the target under both scorings, and a closing `RESULT` line with the time ratio
+of each case (median).
+
+    python benchmarks/bench_teacher_forcing.py
+    python benchmarks/bench_teacher_forcing.py --cases NF:100:4,UF:20:8"""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+from interp.cli import ArgumentTypeError, Parser, positive_int, run, task_name
+from interp.core.lm import LanguageModel
+from interp.experiments.realistic.alignment import departure_from_predictions, transition_index
+from interp.measure.encoding import encode_for
+from interp.measure.evaluate import evaluate_prompts, generate_accuracy, task_prompts
+from interp.measure.generation import greedy_answers
+from interp.measure.teacher_forcing import teacher_forced_scores
+from interp.models import load_model
+from interp.prompts import PromptConfig
+
+sys.path.insert(0, str(Path(__file__).parent))  # benchmarks/ is no package: its shared modules sit here
 from _harness import add_timing_args, compare, print_header  # noqa: E402
 
-from interp.measure.encoding import encode_for
 
-from interp.measure.evaluate import evaluate_prompts, generate_accuracy, task_prompts  # noqa: E402
-from interp.models import load_model  # noqa: E402
-from interp.prompts import PromptConfig  # noqa: E402
-from interp.experiments.realistic.alignment import departure_from_predictions, transition_index  # noqa: E402
-from interp.measure.generation import greedy_answers  # noqa: E402
-from interp.measure.teacher_forcing import teacher_forced_scores  # noqa: E402
+def parse_cases(text: str) -> list[tuple[str, int, int]]:
+    """``"UF:20:4,NF:50:2"`` -> (task, length, prompts) per case; a task by name, numbers >= 1.
+
+    >>> parse_cases("uf:20:4,NF:50:2")
+    [('UF', 20, 4), ('NF', 50, 2)]
+    """
+    cases = []
+    for case in (c for c in text.replace(" ", ",").split(",") if c):
+        try:
+            task, length, n = case.split(":")
+            cases.append((task_name(task), positive_int(length), positive_int(n)))
+        except (ValueError, ArgumentTypeError) as err:
+            detail = f" ({err})" if isinstance(err, ArgumentTypeError) else ""
+            raise ArgumentTypeError(f"case {case!r}: expected TASK:LENGTH:N, e.g. NF:100:4{detail}") from None
+    if not cases:
+        raise ArgumentTypeError(f"expected cases TASK:LENGTH:N, e.g. NF:100:4, got {text!r}")
+    return cases
 
 
-def parse_case(text: str) -> tuple[str, int, int]:
-    try:
-        task, length, n = text.split(":")
-        return task, int(length), int(n)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"case {text!r}: expected TASK:LENGTH:N, e.g. NF:100:4") from None
-
-
-def check_case(model, task: str, length: int, n: int, repeats: int, warmup: int) -> float:
+def check_case(model: LanguageModel, task: str, length: int, n: int, repeats: int, warmup: int) -> float:
+    """Time teacher forcing against ``generate`` on one case, check they agree; the time ratio."""
     prompts = task_prompts(model, task, length, n, seed=0)
     result = compare(f"{task} {length}: teacher forcing", lambda: evaluate_prompts(model, prompts, progress=False),
                      f"{task} {length}: generate", lambda: generate_accuracy(model, prompts, progress=False),
@@ -56,12 +75,16 @@ def check_case(model, task: str, length: int, n: int, repeats: int, warmup: int)
     return result.ratio
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", type=lambda s: [parse_case(c) for c in s.split(",")],
-                        default=[("UF", 20, 4), ("NF", 50, 2)], help="TASK:LENGTH:N,... (default: UF:20:4,NF:50:2)")
-    add_timing_args(parser)
-    args = parser.parse_args()
+def build_parser() -> Parser:
+    """The command line, refused in one line (exit 2) before the model is loaded."""
+    parser = Parser(__doc__)
+    parser.add_argument("--cases", type=parse_cases, default="UF:20:4,NF:50:2",
+                        help="TASK:LENGTH:N,... (default: UF:20:4,NF:50:2)")
+    return add_timing_args(parser)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     print_header("bench_teacher_forcing")
     model = load_model(device="cpu")
     ratios = {f"{t}:{l}:{n}": check_case(model, t, l, n, args.repeats, args.warmup) for t, l, n in args.cases}
@@ -69,4 +92,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

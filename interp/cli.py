@@ -1,4 +1,7 @@
-"""The command-line vocabulary every script in ``analyses/`` shares (parsing only; no experiment logic).
+"""The command-line vocabulary every script shares: ``analyses/``, ``benchmarks/`` and the model
+installer (``python -m interp.models.paper``). Parsing only; no experiment logic. The one module that
+imports ``argparse``: scripts take :class:`Parser`, its argument types, ``ArgumentTypeError`` (for a
+type of their own) and ``Namespace`` from here.
 
 One style for mistakes: a bad argument is refused by the parser, before any model is loaded,
 with ``error: argument --n: expected an integer >= 1, got '0'`` and exit code 2. Problems only
@@ -13,6 +16,7 @@ import math
 import os
 import sys
 import tempfile
+from argparse import ArgumentTypeError, Namespace
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -21,7 +25,11 @@ from interp.core.naming import EMBEDDED_MODEL
 
 
 class Parser(argparse.ArgumentParser):
-    """``argparse.ArgumentParser`` with the scripts' docstring layout."""
+    """``argparse.ArgumentParser`` with the scripts' docstring layout.
+
+    >>> Parser("Say hello.").parse_args([])
+    Namespace()
+    """
 
     def __init__(self, description: str | None = None, **kwargs):
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
@@ -40,7 +48,7 @@ def _int(text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        raise ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
 def at_least(minimum: int) -> Callable[[str], int]:
@@ -49,7 +57,7 @@ def at_least(minimum: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         value = _int(text)
         if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
+            raise ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
         return value
 
     parse.__name__ = f"integer >= {minimum}"
@@ -65,7 +73,7 @@ def seed(text: str) -> int:
     """A random seed: an integer from 0 to ``MAX_SEED``."""
     value = _int(text)
     if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"expected a seed from 0 to {MAX_SEED}, got {text!r}")
+        raise ArgumentTypeError(f"expected a seed from 0 to {MAX_SEED}, got {text!r}")
     return value
 
 
@@ -76,7 +84,7 @@ def seed_list(text: str) -> list[int]:
         seed(str(value))
     repeated = sorted({v for v in values if values.count(v) > 1})
     if repeated:
-        raise argparse.ArgumentTypeError(f"seed(s) {repeated} given twice in {text!r}; expected distinct seeds")
+        raise ArgumentTypeError(f"seed(s) {repeated} given twice in {text!r}; expected distinct seeds")
     return values
 
 
@@ -84,19 +92,34 @@ def fraction(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
+        raise ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
     if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}")
+        raise ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}")
     return value
+
+
+def fraction_list(text: str) -> list[float]:
+    """``"0,0.5,1"`` -> numbers between 0 and 1, at least one.
+
+    >>> fraction_list("0,0.5,1")
+    [0.0, 0.5, 1.0]
+    """
+    try:
+        values = [fraction(v) for v in text.replace(" ", ",").split(",") if v]
+    except ArgumentTypeError:
+        values = []
+    if not values:
+        raise ArgumentTypeError(f"expected comma-separated numbers between 0 and 1, got {text!r}")
+    return values
 
 
 def _finite_float(text: str, expected: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        raise ArgumentTypeError(f"expected {expected}, got {text!r}") from None
     if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        raise ArgumentTypeError(f"expected {expected}, got {text!r}")
     return value
 
 
@@ -104,7 +127,7 @@ def _signed_float(text: str, zero_allowed: bool) -> float:
     expected = "a finite number >= 0" if zero_allowed else "a finite number > 0"
     value = _finite_float(text, expected)
     if value < 0 or (value == 0 and not zero_allowed):
-        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        raise ArgumentTypeError(f"expected {expected}, got {text!r}")
     return value
 
 
@@ -134,19 +157,19 @@ def int_list(text: str) -> list[int]:
             lo_text, hi_text = part.split("-", 1)
             lo, hi = _int(lo_text), _int(hi_text)
             if lo > hi:
-                raise argparse.ArgumentTypeError(f"range {part!r} is empty (write the smaller number first, e.g. '5-20')")
+                raise ArgumentTypeError(f"range {part!r} is empty (write the smaller number first, e.g. '5-20')")
             values.extend(range(lo, hi + 1))
         else:
             values.append(_int(part))
     if not values:
-        raise argparse.ArgumentTypeError(f"expected integers like '10,20' or ranges like '5-20', got {text!r}")
+        raise ArgumentTypeError(f"expected integers like '10,20' or ranges like '5-20', got {text!r}")
     return values
 
 
 def positive_int_list(text: str) -> list[int]:
     values = int_list(text)
     if min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+        raise ArgumentTypeError(f"expected positive integers, got {text!r}")
     return values
 
 
@@ -162,7 +185,7 @@ def name_list(choices: Sequence[str], what: str, allow_all: bool = True) -> Call
         if unknown or not names:
             wanted = ", ".join(choices) + (" or 'all'" if allow_all else "")
             got = f"unknown {unknown}" if unknown else f"no {what}"
-            raise argparse.ArgumentTypeError(f"{got}; expected comma-separated {what} from {wanted}")
+            raise ArgumentTypeError(f"{got}; expected comma-separated {what} from {wanted}")
         return list(dict.fromkeys(lookup[n.lower()] for n in names))
 
     parse.__name__ = what
@@ -181,10 +204,10 @@ def index_list(text: str) -> list[int] | None:
         return None
     try:
         values = int_list(text)
-    except argparse.ArgumentTypeError:
+    except ArgumentTypeError:
         values = []
     if not values or min(values) < 0:
-        raise argparse.ArgumentTypeError(f"expected 'all' or indices and ranges like '0,5,14-20', got {text!r}")
+        raise ArgumentTypeError(f"expected 'all' or indices and ranges like '0,5,14-20', got {text!r}")
     return values
 
 
@@ -195,7 +218,7 @@ def task_name(text: str) -> str:
     try:
         return get_task(text).name
     except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+        raise ArgumentTypeError(str(err)) from None
 
 
 def writable_dir(text: str) -> Path:
@@ -206,7 +229,7 @@ def writable_dir(text: str) -> Path:
         with tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-"):
             pass
     except OSError as err:
-        raise argparse.ArgumentTypeError(f"cannot write into {str(path)!r} ({err.strerror or err})") from None
+        raise ArgumentTypeError(f"cannot write into {str(path)!r} ({err.strerror or err})") from None
     return path
 
 
@@ -214,7 +237,7 @@ def writable_file(text: str) -> Path:
     """A file the script can write (its folder created if needed), checked before any work."""
     path = Path(text).expanduser()
     if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{str(path)!r} is a folder; expected a file name")
+        raise ArgumentTypeError(f"{str(path)!r} is a folder; expected a file name")
     writable_dir(str(path.parent))
     return path
 
@@ -230,9 +253,9 @@ def new_or_existing_dir(text: str) -> Path:
     for folder in (path, *path.parents):
         if folder.exists():
             if not folder.is_dir():
-                raise argparse.ArgumentTypeError(f"{str(path)!r} cannot be a folder: {str(folder)!r} is a file")
+                raise ArgumentTypeError(f"{str(path)!r} cannot be a folder: {str(folder)!r} is a file")
             if not os.access(folder, os.W_OK | os.X_OK):
-                raise argparse.ArgumentTypeError(f"cannot write into {str(folder)!r}")
+                raise ArgumentTypeError(f"cannot write into {str(folder)!r}")
             break
     return path
 
@@ -240,7 +263,7 @@ def new_or_existing_dir(text: str) -> Path:
 def existing_dir(text: str) -> Path:
     path = Path(text).expanduser()
     if not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{str(path)!r} is not a folder")
+        raise ArgumentTypeError(f"{str(path)!r} is not a folder")
     return path
 
 
@@ -276,7 +299,7 @@ def add_prompt_args(parser: argparse.ArgumentParser, shots: int = 5) -> None:
                         help="prompt wording (default: bare; under --protocol paper the first of the family's templates)")
 
 
-def prompt_config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace, tasks: Sequence[str] = ()):
+def prompt_config_from_args(parser: argparse.ArgumentParser, args: Namespace, tasks: Sequence[str] = ()):
     """The :class:`interp.prompts.PromptConfig` of ``--shots`` / ``--protocol`` / ``--template``;
     with ``tasks``, a template that does not apply to one of them is refused here, by name."""
     from interp.data.tasks import get_task
@@ -309,7 +332,7 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
                              "files at lengths 10 and 20)")
 
 
-def source_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace, tasks):
+def source_from_args(parser: argparse.ArgumentParser, args: Namespace, tasks):
     """The examples' source: the paper's files of ``--data`` (records of ``tasks``), else the generator."""
     from interp.data.paper_files import Generated, read_paper_jsonl
 
@@ -321,7 +344,7 @@ def source_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace, 
         fail(parser, "--data", str(err).removeprefix("--data: "))
 
 
-def input_error_argument(message: str, args: argparse.Namespace) -> str:
+def input_error_argument(message: str, args: Namespace) -> str:
     """The argument a failed input check (context, vocabulary, data, ``k``) is about: what the user
     chose, not always ``--lengths`` (with ``--data`` the lengths come from the files)."""
     if message.startswith("k="):
@@ -335,7 +358,7 @@ def input_error_argument(message: str, args: argparse.Namespace) -> str:
     return "--lengths"
 
 
-def load_model_from_args(args: argparse.Namespace):
+def load_model_from_args(args: Namespace):
     """The model the common arguments describe (with its adapter, when one is named)."""
     from interp.models import load_model
 
@@ -345,7 +368,7 @@ def load_model_from_args(args: argparse.Namespace):
     return load_model(args.model, **kwargs)
 
 
-def results_suffix(args: argparse.Namespace) -> str:
+def results_suffix(args: Namespace) -> str:
     """``_<model>`` (with its adapter: ``_smollm2-135m+ub``; in another dtype than float32:
     ``_smollm2-135m_bfloat16``) for the result files of a run, so runs of different models or
     dtypes never overwrite each other."""

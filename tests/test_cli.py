@@ -11,6 +11,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "analyses"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 TINY = ["--model", "tiny-llama", "--device", "cpu", "--quiet"]
 
@@ -143,3 +144,57 @@ def test_the_attribution_screen_writes_estimates_and_exact_rechecks(tmp_path, ca
     assert head_sweep.main([*argv, "--screen", "first-order", "--ig-steps", "2"]) == 0
     rows = read_csv(tmp_path / "head_screen_tiny-llama.csv")
     assert {r["estimate"] for r in rows} == {"integrated gradients (2 steps) (zero)"}
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["install", "--model", "nope"], "argument --model: unknown ['nope']; expected comma-separated models from "
+                                     "qwen2.5-1.5b, gemma-3-270m or 'all'"),
+    (["install", "--model", ""], "argument --model: no models"),
+    (["install", "--wheels", "/nonexistent"], "argument --wheels: '/nonexistent' is not a folder"),
+    (["status", "--model", "gemma-2"], "argument --model: unknown ['gemma-2']"),
+    (["uninstall"], "argument command: invalid choice: 'uninstall'"),
+])
+def test_the_model_installer_refuses_a_mistake_before_any_download(argv, fragment, capsys, monkeypatch):
+    from interp.models.paper import __main__ as command
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("the installer started before the arguments were checked")
+
+    monkeypatch.setattr(command, "install", no_download)
+    monkeypatch.setattr(command, "installed_folder", no_download)
+    assert fragment in refused(command.main, argv, capsys)
+
+
+@pytest.mark.parametrize("script, argv, fragment", [
+    ("bench_attribution", ["--n", "0"], "argument --n: expected an integer >= 1, got '0'"),
+    ("bench_attribution", ["--task", "XX"], "argument --task: unknown task 'XX'"),
+    ("bench_attribution", ["--variants", "ig0"], "argument --variants: variant 'ig0': expected igK"),
+    ("bench_attribution", ["--kinds", "zero,half"], "argument --kinds: unknown ['half']"),
+    ("bench_attribution", ["--kinds", "zero", "--time-kinds", "mean"], "argument --time-kinds: ['mean'] not among"),
+    ("bench_attribution", ["--repeats", "2"], "argument --repeats: expected an integer >= 3, got '2'"),
+    ("bench_evaluate", ["--forward-shape", "8x"], "argument --forward-shape: expected BATCHxTOKENS like '8x100'"),
+    ("bench_evaluate", ["--forward-shape", "0x100"], "argument --forward-shape: expected a batch and a token count"),
+    ("bench_teacher_forcing", ["--cases", "UF:20"], "argument --cases: case 'UF:20': expected TASK:LENGTH:N"),
+    ("bench_teacher_forcing", ["--cases", "UF:20:0"], "argument --cases: case 'UF:20:0': expected TASK:LENGTH:N, "
+                                                      "e.g. NF:100:4 (expected an integer >= 1, got '0')"),
+    ("bench_sweep", ["--every", "0"], "argument --every: expected an integer >= 1, got '0'"),
+    ("bench_checksum", ["--model", "nope"], "argument --model: invalid choice: 'nope'"),
+    ("bench_peak", ["--sizes", "1024,0"], "argument --sizes: expected positive integers"),
+    ("bench_ablation", ["--warmup", "-1"], "argument --warmup: expected an integer >= 0, got '-1'"),
+])
+def test_a_benchmark_refuses_a_mistake_before_any_model_is_loaded(script, argv, fragment, capsys, monkeypatch):
+    module = __import__(script)
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(module, "load_model", no_model, raising=False)
+    monkeypatch.setattr(module, "matmul_gflops", no_model, raising=False)
+    assert fragment in refused(module.main, argv, capsys)
+
+
+def test_argparse_is_imported_by_interp_cli_alone():
+    """One parser for analyses, benchmarks and installers: the rest take it from interp.cli."""
+    sources = [*(ROOT / "interp").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py"), *(ROOT / "analyses").rglob("*.py")]
+    users = [str(p.relative_to(ROOT)) for p in sources if "argparse" in p.read_text()]
+    assert users == ["interp/cli.py"]

@@ -245,13 +245,13 @@ def test_registry_follows_the_theory_table():
 
 def test_theory_rows_agree_with_the_paper():
     rows = theory_rows(lengths=(10, 30), n=12, seed=0, train_length=10)
-    assert [r["task"] for r in rows] == list(TASKS)
-    assert all(r["agrees"] for r in rows), disagreements(rows)
+    assert [r.task for r in rows] == list(TASKS)
+    assert all(r.agrees for r in rows), disagreements(rows)
     for r in rows:
-        if r["expressible"]:
-            assert r["acc@10"] == r["acc@30"] == 1.0
+        if r.expressible:
+            assert r.accuracy_at(10) == r.accuracy_at(30) == 1.0
         else:
-            assert r["acc@10"] == 1.0 and r["acc@30"] < 1.0
+            assert r.accuracy_at(10) == 1.0 and r.accuracy_at(30) < 1.0
     assert not disagreements(rows)
 
 

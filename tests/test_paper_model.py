@@ -205,9 +205,13 @@ def test_the_install_command_installs_the_chosen_models(monkeypatch, capsys):
     assert command.main(["install", "--model", "gemma-3-270m"]) == 0
     assert command.main(["install", "--model", "all"]) == 0
     assert installed == ["gemma-3-270m", "qwen2.5-1.5b", "gemma-3-270m"]
+    assert command.main(["install", "--model", "gemma-3-270m,qwen2.5-1.5b"]) == 0
+    assert installed[3:] == ["gemma-3-270m", "qwen2.5-1.5b"]
     with pytest.raises(SystemExit) as exit_info:
         command.main(["install", "--model", "gemma-2"])
-    assert exit_info.value.code == 2 and "--model: expected one of qwen2.5-1.5b, gemma-3-270m, all" in capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert ("argument --model: unknown ['gemma-2']; expected comma-separated models from qwen2.5-1.5b, gemma-3-270m "
+            "or 'all'") in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- lean load == plain load

@@ -246,10 +246,21 @@ def test_sensitivity_instruments_find_the_full_strength_plant():
 
     config = SensitivityConfig(strengths=(1.0, 0.0), seeds=(0,), circuits=("UB",), n_examples=10, n_sequences=5, edge_n=5)
     rows = sensitivity_study(config, progress=False)
-    at_full = {r["instrument"]: r for r in rows if r["strength"] == 1.0}
+    at_full = {r.instrument: r for r in rows if r.strength == 1.0}
     for name in ("score:anti_induction", "score:duplicate_v_composition", "ablation:zero", "ablation:mean", "sweep", "edges"):
-        assert at_full[name]["found"], name
-    at_zero = {r["instrument"]: r for r in rows if r["strength"] == 0.0}
-    assert not at_zero["ablation:zero"]["found"] and at_zero["ablation:zero"]["clean_accuracy"] <= 0.05
-    down_to = {r["instrument"]: r["found_down_to"] for r in weakest_found(found_summary(rows))}
+        assert at_full[name].found, name
+    at_zero = {r.instrument: r for r in rows if r.strength == 0.0}
+    assert not at_zero["ablation:zero"].found and at_zero["ablation:zero"].clean_accuracy <= 0.05
+    down_to = {r.instrument: r.found_down_to for r in weakest_found(found_summary(rows))}
     assert down_to["sweep"] == 1.0
+
+
+def test_sensitivity_study_sets_atp_star_beside_first_order_on_the_induction_plant():
+    """The K-composition plant is where plain attribution patching fails (no gradient through the
+    saturated softmax) and AtP*'s QK fix does not."""
+    from interp.experiments.planted_sensitivity import SensitivityConfig, sensitivity_study
+
+    config = SensitivityConfig(strengths=(1.0,), seeds=(0,), circuits=("UF",), n_examples=10, n_sequences=5, edge_n=5)
+    at_full = {r.instrument: r for r in sensitivity_study(config, progress=False)}
+    assert at_full["screen:atp*"].found
+    assert not at_full["screen:first-order"].found

@@ -15,9 +15,9 @@ from interp.experiments.realistic.common import (TextPrompt, encode_text_prompt,
 from interp.experiments.realistic.git_history import (GIT_ACTIONS, GIT_TOPICS, GitConfig, History, answer_text, evaluate_git,
                                           expected_lines, git_examples, git_prompt, lines_match, parse_answer_lines,
                                           random_history, run_git, write_git_table)
-from interp.experiments.realistic.lorem import (ECHO_DEMOS, LoremConfig, analyse_copy, echo_prompt, lorem_paragraph,
-                                    lorem_paragraphs, run_lorem, scramble_round, summarize_copies, truncate,
-                                    write_lorem_tables)
+from interp.experiments.realistic.lorem import analyse_copy, echo_prompt, run_lorem, summarize_copies, write_lorem_tables
+from interp.experiments.realistic.lorem_text import (ECHO_DEMOS, LoremConfig, lorem_paragraph, lorem_paragraphs,
+                                                     scramble_round, truncate)
 from interp.experiments.realistic.lorem_words import LOREM_WORDS
 
 # --------------------------------------------------------------------------- ambiguity and transitions
@@ -312,14 +312,14 @@ def test_pipelines_on_tiny_model(tiny, tmp_path):
 
     git_config = GitConfig(n_commits=(2, 3), n_examples=2, n_shots=1, instruction=False)
     git_rows = run_git(tiny, git_config, progress=False, model_name="tiny-llama")
-    assert [(r["task"], r["order"], r["n_commits"]) for r in git_rows] == [
+    assert [(r.task, r.order, r.n_commits) for r in git_rows] == [
         ("revert", "forward", 2), ("revert", "forward", 3), ("cherry-pick", "reversed", 2), ("cherry-pick", "reversed", 3)]
     for row in git_rows:
-        assert row["n_examples"] == 2 and 0 <= row["accuracy"] <= 1 and row["generate_accuracy"] is None
-        assert row["natural_split"] == 1.0
+        assert row.n_examples == 2 and 0 <= row.accuracy <= 1 and row.generate_accuracy is None
+        assert row.natural_split == 1.0
     generated = evaluate_git(tiny, "cherry-pick", 1, GitConfig(n_examples=1, n_shots=0, instruction=False),
                              generate=True, progress=False)
-    assert generated["generate_accuracy"] in (0.0, 1.0)
+    assert generated.generate_accuracy in (0.0, 1.0)
     write_git_table(git_rows, tmp_path)
     header = (tmp_path / "git_history_tiny-llama.csv").read_text().splitlines()[0].split(",")
     assert header[:7] == ["model", "task", "order", "n_commits", "n_examples", "accuracy", "stderr"]

@@ -51,7 +51,7 @@ def test_finetuning_lowers_the_loss_on_the_task():
     last = sum(loss for _, loss in result.losses[-5:]) / 5
     assert last < first - 0.5, (first, last)
     before, after = result.evaluations(0)[0], result.evaluations()[0]
-    assert after["step"] == 20 and after["loss"] < before["loss"]
+    assert after.step == 20 and after.loss < before.loss
 
 
 def test_resume_after_a_kill_ends_with_the_same_weights(tmp_path):
@@ -76,7 +76,7 @@ def test_resume_after_a_kill_ends_with_the_same_weights(tmp_path):
     for (name, a), (_, c) in zip(model_a.named_parameters(), model_c.named_parameters()):
         assert torch.equal(a, c), name
     assert resumed.losses == uninterrupted.losses
-    assert [r["accuracy"] for r in resumed.history] == [r["accuracy"] for r in uninterrupted.history]
+    assert [r.accuracy for r in resumed.history] == [r.accuracy for r in uninterrupted.history]
 
     with pytest.raises(ValueError, match="different configuration"):
         train(tiny()[0], tokenizer, small_config(lr=1e-2), tmp_path / "b", progress=False)
@@ -173,15 +173,15 @@ def test_scratch_tokenizer_makes_every_item_and_format_piece_one_token():
 def test_from_scratch_quick_run_produces_table_rows():
     config = replace(PRESETS["quick"], steps=8, eval_every=4, eval_examples=4, table_examples=8)
     rows, result = train_one("UL", "absolute", config, progress=False)
-    assert {r["split"] for r in rows} == {"id", "ood"} and result.final_step <= config.steps
-    assert all(0.0 <= r["accuracy"] <= 1.0 and r["expressible"] for r in rows)
+    assert {r.split for r in rows} == {"id", "ood"} and result.final_step <= config.steps
+    assert all(0.0 <= r.accuracy <= 1.0 and r.expressible for r in rows)
     (summary,) = verdict(rows)
-    assert summary["task"] == "UL" and summary["predicted"] == "generalizes"
-    iid = [r["accuracy"] for r in rows if r["split"] == "id"][0]
-    ood = min(r["accuracy"] for r in rows if r["split"] == "ood")
-    assert summary["observed"] == ("not learned" if iid < 0.9 else "generalizes" if ood >= 0.9 else "fails OOD")
-    id_row, ood_row = (next(r for r in rows if r["split"] == s) for s in ("id", "ood"))
+    assert summary.task == "UL" and summary.predicted == "generalizes"
+    iid = [r.accuracy for r in rows if r.split == "id"][0]
+    ood = min(r.accuracy for r in rows if r.split == "ood")
+    assert summary.observed == ("not learned" if iid < 0.9 else "generalizes" if ood >= 0.9 else "fails OOD")
+    id_row, ood_row = (next(r for r in rows if r.split == s) for s in ("id", "ood"))
     for id_acc, ood_acc, observed, agrees in ((1.0, 0.2, "fails OOD", False), (1.0, 0.95, "generalizes", True),
                                               (0.5, 1.0, "not learned", None)):
-        (case,) = verdict([dict(id_row, accuracy=id_acc), dict(ood_row, accuracy=ood_acc)])
-        assert (case["observed"], case["agrees"]) == (observed, agrees)
+        (case,) = verdict([replace(id_row, accuracy=id_acc), replace(ood_row, accuracy=ood_acc)])
+        assert (case.observed, case.agrees) == (observed, agrees)

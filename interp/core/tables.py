@@ -13,9 +13,45 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
-Row = Mapping[str, object]
+# A table row: a mapping of column -> value, or a dataclass instance whose fields are the columns.
+Row = Mapping[str, object] | Any
+RowType = TypeVar("RowType")
+
+
+def as_mapping(row: Row) -> Mapping[str, object]:
+    """``row`` as column -> value: a dataclass row by its fields, in field order, or by its
+    ``as_row()`` where it has one (a table whose columns depend on the run, e.g. one per length).
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Cell:
+    ...     task: str
+    ...     accuracy: float
+    >>> as_mapping(Cell("UF", 0.5))
+    {'task': 'UF', 'accuracy': 0.5}
+    """
+    if is_dataclass(row) and not isinstance(row, type):
+        return row.as_row() if hasattr(row, "as_row") else asdict(row)
+    return row
+
+
+def row_from_mapping(row_type: type[RowType], values: Mapping[str, object]) -> RowType:
+    """The dataclass row ``row_type`` of a row read back (a journal line, a CSV row): its fields
+    taken by name, other columns ignored, absent fields left at their defaults.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Cell:
+    ...     task: str
+    ...     note: str = ""
+    >>> row_from_mapping(Cell, {"task": "UF", "extra": 1})
+    Cell(task='UF', note='')
+    """
+    return row_type(**{f.name: values[f.name] for f in fields(row_type) if f.name in values})
 
 
 @contextmanager
@@ -47,7 +83,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     return Path(path)
 
 
-def _columns(rows: Sequence[Row], columns: Sequence[str] | None) -> list[str]:
+def _columns(rows: Sequence[Mapping[str, object]], columns: Sequence[str] | None) -> list[str]:
     if columns is not None:
         return list(columns)
     seen: dict[str, None] = {}
@@ -63,6 +99,7 @@ def format_value(value: object, digits: int = 3) -> str:
 
 
 def to_csv(rows: Sequence[Row], columns: Sequence[str] | None = None) -> str:
+    rows = [as_mapping(row) for row in rows]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=_columns(rows, columns), extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
@@ -71,6 +108,7 @@ def to_csv(rows: Sequence[Row], columns: Sequence[str] | None = None) -> str:
 
 
 def to_markdown(rows: Sequence[Row], columns: Sequence[str] | None = None, digits: int = 3) -> str:
+    rows = [as_mapping(row) for row in rows]
     cols = _columns(rows, columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     lines += ["| " + " | ".join(format_value(row.get(c), digits) for c in cols) + " |" for row in rows]
@@ -89,8 +127,10 @@ def write_table(rows: Sequence[Row], stem: str | Path, columns: Sequence[str] | 
     """Write ``rows`` as ``stem.csv`` / ``stem.json`` / ``stem.md``; returns the paths written.
 
     Every format is rendered and written to its temporary file before any is renamed into
-    place, so the files of one table come from one call (no mix of an old csv and a new md)."""
+    place, so the files of one table come from one call (no mix of an old csv and a new md).
+    Dataclass rows are written by their fields, in field order."""
     stem = Path(stem)
+    rows = [as_mapping(row) for row in rows]
     texts = {}
     for fmt in formats:
         if fmt == "csv":

@@ -9,21 +9,70 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import asdict, dataclass, fields, replace
 
 from interp.core.journal import OPTIONAL_NUMBER, RowJournal, RowShape
+from interp.core.lm import LanguageModel
 from interp.core.naming import model_name
+from interp.core.tables import row_from_mapping
 from interp.data.paper_files import ExampleSource, Generated, PaperData
 from interp.data.tasks import DIRECTIONAL_PAIRS, TaskSpec, check_vocabulary
 from interp.measure.encoding import encode_for
-from interp.measure.evaluate import evaluate_prompts, task_prompts, task_row
+from interp.measure.evaluate import evaluate_prompts, task_prompts
 from interp.measure.teacher_forcing import Accuracy, check_context
 from interp.prompts import PromptConfig
 
 Log = Callable[[str], None]
 
-DIRECTIONAL_COLUMNS = ["model", "task", "length", "template", "n_examples", "accuracy", "stderr", "mean_logprob",
-                       "token_accuracy", "n_shots", "protocol", "seed", "note"]
+
+
+@dataclass(frozen=True)
+class DirectionalRow:
+    """One task x length x template: exact match with its binomial standard error. A cell the
+    vocabulary cannot express has accuracy None, and ``note`` says why."""
+
+    model: str
+    task: str
+    length: int
+    template: str | None
+    n_examples: int
+    accuracy: float | None
+    stderr: float | None = None
+    mean_logprob: float | None = None
+    token_accuracy: float | None = None
+    n_shots: int | None = None
+    protocol: str | None = None
+    seed: int | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class TemplateSummaryRow:
+    """One task and length over its templates: the mean accuracy, its spread over templates."""
+
+    task: str
+    length: int
+    n_templates: int
+    templates: str  # ";"-joined
+    accuracy: float | None
+    template_sd: float | None
+    template_min: float | None
+    template_max: float | None
+    n_examples: int
+
+
+@dataclass(frozen=True)
+class PairRow:
+    """Right/forward against left/backward accuracy at one length (None where a side was not run)."""
+
+    pair: str
+    length: int
+    right_or_forward: float | None
+    left_or_backward: float | None
+    gap: float | None
+
+
+DIRECTIONAL_COLUMNS = [f.name for f in fields(DirectionalRow)]
 # What a journal row must hold to be reused by a resumed run.
 DIRECTIONAL_ROW_SHAPE: RowShape = {"model": str, "task": str, "length": int, "template": (str, type(None)),
                                    "n_examples": int, "accuracy": OPTIONAL_NUMBER}
@@ -46,11 +95,11 @@ def task_lengths(spec: TaskSpec, lengths: Sequence[int], source: ExampleSource) 
     return source.lengths(spec.name) if isinstance(source, PaperData) else list(lengths)
 
 
-def directional_bias(model, tasks: Sequence[TaskSpec], lengths: Sequence[int], n_examples: int = 50, seed: int = 0,
-                     prompt_config: PromptConfig = PromptConfig(), vocabulary: Sequence[str] | None = None,
+def directional_bias(model: LanguageModel, tasks: Sequence[TaskSpec], lengths: Sequence[int], n_examples: int = 50,
+                     seed: int = 0, prompt_config: PromptConfig = PromptConfig(), vocabulary: Sequence[str] | None = None,
                      batch_size: int = 8, progress: bool = True, log: Log = _quiet,
                      journal: RowJournal | None = None, source: ExampleSource | None = None,
-                     every_template: bool = False) -> list[dict]:
+                     every_template: bool = False) -> list[DirectionalRow]:
     """Accuracy of ``model`` on every task x length (x template with ``every_template``). A cell
     the vocabulary cannot express (unique copying longer than the number of items) gets a row
     with accuracy None and the reason, rather than an error, so a sweep still completes.
@@ -60,39 +109,45 @@ def directional_bias(model, tasks: Sequence[TaskSpec], lengths: Sequence[int], n
         >>> from interp.models import load_model
         >>> model = load_model("tiny-llama", device="cpu")
         >>> rows = directional_bias(model, [get_task("UR"), get_task("UL")], lengths=[5], n_examples=4, progress=False)
-        >>> [(row["task"], row["length"]) for row in rows]
+        >>> [(row.task, row.length) for row in rows]
         [('UR', 5), ('UL', 5)]
         >>> len(pair_table(rows)) >= 1                                  # UR vs UL side by side
         True
     """
     source = source or Generated(tuple(vocabulary) if vocabulary else None)
-    done = {(r["task"], r["length"], r["template"]): r for r in (journal.done() if journal else [])}
-    rows: list[dict] = []
+    done = {(r.task, r.length, r.template): r
+            for r in (row_from_mapping(DirectionalRow, values) for values in (journal.done() if journal else []))}
+    rows: list[DirectionalRow] = []
     for spec in tasks:
         for length in task_lengths(spec, lengths, source):
             for config in cell_configs(spec, prompt_config, every_template):
-                key = (spec.name, length, config.template)
-                if key in done:
-                    rows.append(done[key])
-                    continue
-                row = {"model": model_name(model), "task": spec.name, "length": length, "template": config.template}
-                try:
-                    check_vocabulary(spec, length, source.items(spec))
-                except ValueError as err:
-                    log(f"skipping {spec.name} at length {length}: {err}")
-                    row |= {"n_examples": 0, "accuracy": None, "note": str(err)}
-                else:
-                    prompts = task_prompts(model, spec, length, n_examples, seed, config, source=source)
-                    scores = evaluate_prompts(model, prompts, config, batch_size,
-                                              progress=progress and f"{spec.name} length {length} {config.template}")
-                    row |= task_row(spec.name, length, Accuracy.of(scores), config, seed) | {"note": ""}
+                row = done.get((spec.name, length, config.template))
+                if row is None:
+                    row = _evaluate_cell(model, spec, length, config, source, n_examples, seed, batch_size, progress,
+                                         log)
+                    if journal is not None:
+                        journal.add(asdict(row))
                 rows.append(row)
-                if journal is not None:
-                    journal.add(row)
     return rows
 
 
-def check_directional_inputs(model, tasks: Sequence[TaskSpec], lengths: Sequence[int], n_examples: int, seed: int = 0,
+def _evaluate_cell(model: LanguageModel, spec: TaskSpec, length: int, config: PromptConfig, source: ExampleSource,
+                   n_examples: int, seed: int, batch_size: int, progress: bool, log: Log) -> DirectionalRow:
+    """One task x length x template, or the row saying why the vocabulary cannot express it."""
+    try:
+        check_vocabulary(spec, length, source.items(spec))
+    except ValueError as err:
+        log(f"skipping {spec.name} at length {length}: {err}")
+        return DirectionalRow(model_name(model), spec.name, length, config.template, 0, None, note=str(err))
+    prompts = task_prompts(model, spec, length, n_examples, seed, config, source=source)
+    result = Accuracy.of(evaluate_prompts(model, prompts, config, batch_size,
+                                          progress=progress and f"{spec.name} length {length} {config.template}"))
+    return DirectionalRow(model_name(model), spec.name, length, config.template_for(spec.family), result.n_examples,
+                          result.accuracy, result.stderr, result.mean_logprob, result.token_accuracy, config.n_shots,
+                          config.protocol, seed)
+
+
+def check_directional_inputs(model: LanguageModel, tasks: Sequence[TaskSpec], lengths: Sequence[int], n_examples: int, seed: int = 0,
                              prompt_config: PromptConfig = PromptConfig(), vocabulary: Sequence[str] | None = None,
                              source: ExampleSource | None = None, every_template: bool = False) -> None:
     """Every prompt of the evaluation against the model's context (and the data against ``n``),
@@ -112,29 +167,28 @@ def check_directional_inputs(model, tasks: Sequence[TaskSpec], lengths: Sequence
                     raise ValueError(f"{spec.name} at length {length}: {err}") from None
 
 
-def over_templates(rows: Sequence[dict]) -> list[dict]:
+def over_templates(rows: Sequence[DirectionalRow]) -> list[TemplateSummaryRow]:
     """One row per task and length: the mean accuracy over templates, with the standard
     deviation and range over them (a single template: its accuracy, spread 0)."""
-    cells: dict[tuple[str, int], list[dict]] = {}
+    cells: dict[tuple[str, int], list[DirectionalRow]] = {}
     for r in rows:
-        cells.setdefault((r["task"], r["length"]), []).append(r)
+        cells.setdefault((r.task, r.length), []).append(r)
     table = []
     for (task, length), items in cells.items():
-        accs = [r["accuracy"] for r in items if r.get("accuracy") is not None]
-        table.append({"task": task, "length": length, "n_templates": len(accs),
-                      "templates": ";".join(str(r.get("template")) for r in items),
-                      "accuracy": statistics.fmean(accs) if accs else None,
-                      "template_sd": statistics.stdev(accs) if len(accs) > 1 else (0.0 if accs else None),
-                      "template_min": min(accs, default=None), "template_max": max(accs, default=None),
-                      "n_examples": items[0].get("n_examples")})
+        accs = [r.accuracy for r in items if r.accuracy is not None]
+        table.append(TemplateSummaryRow(
+            task=task, length=length, n_templates=len(accs), templates=";".join(str(r.template) for r in items),
+            accuracy=statistics.fmean(accs) if accs else None,
+            template_sd=statistics.stdev(accs) if len(accs) > 1 else (0.0 if accs else None),
+            template_min=min(accs, default=None), template_max=max(accs, default=None), n_examples=items[0].n_examples))
     return table
 
 
-def pair_table(rows: Sequence[dict], pairs: Sequence[tuple[str, str]] = DIRECTIONAL_PAIRS) -> list[dict]:
+def pair_table(rows: Sequence[DirectionalRow], pairs: Sequence[tuple[str, str]] = DIRECTIONAL_PAIRS) -> list[PairRow]:
     """Right/forward vs left/backward accuracy side by side, with the gap, per length (rows of
     several templates are averaged first)."""
-    by_key = {(r["task"], r["length"]): r.get("accuracy") for r in over_templates(rows)}
-    lengths = sorted({r["length"] for r in rows})
+    by_key = {(r.task, r.length): r.accuracy for r in over_templates(rows)}
+    lengths = sorted({r.length for r in rows})
     table = []
     for right, left in pairs:
         for length in lengths:
@@ -142,6 +196,5 @@ def pair_table(rows: Sequence[dict], pairs: Sequence[tuple[str, str]] = DIRECTIO
             if a is None and b is None:
                 continue
             gap = a - b if a is not None and b is not None else None
-            table.append({"pair": f"{right} vs {left}", "length": length, "right_or_forward": a,
-                          "left_or_backward": b, "gap": gap})
+            table.append(PairRow(f"{right} vs {left}", length, a, b, gap))
     return table

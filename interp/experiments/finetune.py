@@ -59,18 +59,38 @@ def finetune(model_name: str, config: TrainConfig, *, run_dir: str | os.PathLike
 
     ``config.lora`` trains an adapter (saved to ``adapter_out``) instead of every weight. The
     memory check runs before weights are loaded for local checkpoints (GPT-2 XL) and refuses a
-    plan that cannot fit, with the arithmetic in the message."""
-    torch_device = resolve_device(device)
-    weight_dtype = resolve_dtype(dtype)
-    weight_bytes = torch.tensor([], dtype=weight_dtype).element_size()
-    budget = int(memory_budget_gib * GIB) if memory_budget_gib is not None else None
+    plan that cannot fit, with the arithmetic in the message.
+
+    >>> finetune("smollm2-135m", TrainConfig(task="UB", steps=200), device="cpu")  # doctest: +SKIP
+    """
     label = model_label(model_name)
-    what = f"{label} {'LoRA' if config.lora else 'full'} fine-tuning"
     name = f"finetune_{label}_{config.task}{'_' + tag if tag else ''}"
     run_dir = Path(run_dir) if run_dir is not None else Path(results_dir) / "runs" / name
     check_run_dir(run_dir, "--run-dir")  # before any weight is loaded: a file there would fail only at the end
     check_run_dir(adapter_out, "--adapter-out")
+    budget = int(memory_budget_gib * GIB) if memory_budget_gib is not None else None
+    model, tokenizer, memory = _trainable_model(model_name, config, resolve_device(device), resolve_dtype(dtype), budget)
 
+    result = train(model, tokenizer, config, run_dir, resume=resume, progress=progress)
+
+    command = command or " ".join(shlex.quote(a) for a in sys.argv)
+    info = run_info(label, config, result, memory, command)
+    table = write_history(result, label, config, Path(results_dir) / name, info)
+    adapter_path = model_dir = None
+    if config.lora is not None and adapter_out is not None:
+        adapter_path = save_adapter(model, adapter_out, info=info, base_model=label)
+        write_adapter_readme(adapter_path, info)
+    if save_model:
+        model_dir = _save_model(model, tokenizer, config, run_dir)
+    return FinetuneResult(result, table, adapter_path, model_dir, memory, info)
+
+
+def _trainable_model(model_name: str, config: TrainConfig, torch_device: torch.device, weight_dtype: torch.dtype,
+                     budget: int | None) -> tuple[torch.nn.Module, object, MemoryEstimate]:
+    """The model on its device, ready to train (LoRA-wrapped or every weight), after its memory
+    plan was checked against ``budget`` (before loading weights where the checkpoint allows)."""
+    weight_bytes = torch.tensor([], dtype=weight_dtype).element_size()
+    what = f"{model_label(model_name)} {'LoRA' if config.lora else 'full'} fine-tuning"
     memory = None
     meta = _meta_model(model_name)
     if meta is not None:
@@ -85,58 +105,67 @@ def finetune(model_name: str, config: TrainConfig, *, run_dir: str | os.PathLike
     if weight_dtype != torch.float32 and config.lr < 1e-4:
         logger.warning("training %s weights at lr=%g: updates smaller than the dtype's resolution are lost; "
                        "prefer fp32 weights with --precision bf16", weight_dtype, config.lr)
-
     model = model.to(torch_device)
     if config.gradient_checkpointing:
         model.config.use_cache = False
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if config.lora is not None:
-        model = add_lora(model, config.lora)
-    else:
-        model.requires_grad_(True)
+        return add_lora(model, config.lora), tokenizer, memory
+    model.requires_grad_(True)
+    return model, tokenizer, memory
 
-    result = train(model, tokenizer, config, run_dir, resume=resume, progress=progress)
 
-    command = command or " ".join(shlex.quote(a) for a in sys.argv)
-    info = run_info(label, config, result, memory, command)
-    table = write_history(result, label, config, Path(results_dir) / name, info)
+def _save_model(model: torch.nn.Module, tokenizer, config: TrainConfig, run_dir: Path) -> Path:
+    """The trained model (LoRA merged in) and its tokenizer as ``run_dir/model``."""
+    to_save = model.merge_and_unload() if config.lora is not None else model
 
-    adapter_path = model_dir = None
-    if config.lora is not None and adapter_out is not None:
-        adapter_path = save_adapter(model, adapter_out, info=info, base_model=label)
-        write_adapter_readme(adapter_path, info)
-    if save_model:
-        to_save = model.merge_and_unload() if config.lora is not None else model
+    def write(folder: Path) -> None:
+        to_save.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
 
-        def write(folder: Path) -> None:
-            to_save.save_pretrained(folder)
-            tokenizer.save_pretrained(folder)
+    # published in one rename: a run killed while saving leaves no half-written model behind
+    return publish_folder(run_dir / "model", write)
 
-        # published in one rename: a run killed while saving leaves no half-written model behind
-        model_dir = publish_folder(run_dir / "model", write)
-    return FinetuneResult(result, table, adapter_path, model_dir, memory, info)
+
+@dataclass(frozen=True)
+class FinetuneRow:
+    """One evaluation of a fine-tuning run at one length (a row of ``finetune_<model>_<task>``)."""
+
+    model: str
+    task: str
+    method: str  # lora or full
+    step: int
+    split: str
+    length: int
+    accuracy: float
+    loss: float
+    train_loss: float
+    token_accuracy: float
+    n_examples: int
+    stderr: float
 
 
 def write_history(result: TrainResult, label: str, config: TrainConfig, stem: Path, info: dict) -> list[Path]:
     """The run's evaluations as ``<stem>.{csv,json,md}``, with ``info`` as metadata."""
     method = "lora" if config.lora else "full"
-    rows = [{"model": label, "task": config.task, "method": method, **row} for row in result.history]
-    columns = ["model", "task", "method", "step", "split", "length", "accuracy", "loss", "train_loss",
-               "token_accuracy", "n_examples", "stderr"]
-    return write_table(rows, stem, columns=columns, metadata=info)
+    rows = [FinetuneRow(model=label, task=config.task, method=method, step=row.step, split=row.split,
+                        length=row.length, accuracy=row.accuracy, loss=row.loss, train_loss=row.train_loss,
+                        token_accuracy=row.token_accuracy, n_examples=row.n_examples, stderr=row.stderr)
+            for row in result.history]
+    return write_table(rows, stem, metadata=info)
 
 
 def accuracy_summary(result: TrainResult, step: int) -> dict[str, dict[int, float]]:
     """``{"id": {length: accuracy}, "ood": {...}}`` at one evaluation step."""
     summary: dict[str, dict[int, float]] = {}
     for row in result.evaluations(step):
-        summary.setdefault(row["split"], {})[row["length"]] = row["accuracy"]
+        summary.setdefault(row.split, {})[row.length] = row.accuracy
     return summary
 
 
 def run_info(label: str, config: TrainConfig, result: TrainResult, memory: MemoryEstimate | None,
              command: str) -> dict:
-    steps = sorted({row["step"] for row in result.history})
+    steps = sorted({row.step for row in result.history})
     return {
         "base_model": label, "task": config.task, "command": command, "seed": config.seed,
         "config": config.as_dict(), "final_step": result.final_step, "stopped_early": result.stopped_early,

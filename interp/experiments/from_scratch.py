@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -261,14 +261,40 @@ def fit(task: str, positional: Positional, config: ScratchConfig, run_dir: Path 
     return FittedModel(model, tokenizer, items, cfg, result, timer.finish(result.final_step))
 
 
+@dataclass(frozen=True)
+class ScratchRow:
+    """Exact match of one from-scratch model in one length bin (a row of ``from_scratch``)."""
+
+    task: str
+    positional: str
+    split: str  # id (the training lengths) or ood
+    lengths: str  # the bin, "lo-hi"
+    accuracy: float
+    expressible: bool
+    predicted: str
+    n_examples: int
+    steps: int
+    seconds: float  # wall time of the whole run, resumed parts included
+    cpu_seconds: float
+    timed_from_step: int | None
+
+
+SCRATCH_COLUMNS = [f.name for f in fields(ScratchRow)]
+
+
 def train_one(task: str, positional: Positional, config: ScratchConfig, run_dir: Path | None = None,
-              progress: bool = True, resume: bool = True) -> tuple[list[dict], TrainResult]:
-    """Train a fresh model on ``task`` and score it on every bin: rows for the table."""
+              progress: bool = True, resume: bool = True) -> tuple[list[ScratchRow], TrainResult]:
+    """Train a fresh model on ``task`` and score it on every bin: rows for the table.
+
+    >>> rows, result = train_one("UL", "absolute", PRESETS["quick"], progress=False)  # doctest: +SKIP
+    >>> [row.split for row in rows]  # doctest: +SKIP
+    ['id', 'ood']
+    """
     fitted = fit(task, positional, config, run_dir, progress, resume)
     return score_bins(fitted, task, positional, config), fitted.result
 
 
-def score_bins(fitted: FittedModel, task: str, positional: Positional, config: ScratchConfig) -> list[dict]:
+def score_bins(fitted: FittedModel, task: str, positional: Positional, config: ScratchConfig) -> list[ScratchRow]:
     """Exact match of a fitted model in every bin of ``config`` (fresh examples, not the training evaluation's)."""
     spec, model, tokenizer, items, cfg, result = (get_task(task), fitted.model, fitted.tokenizer, fitted.items,
                                                    fitted.train_config, fitted.result)
@@ -280,29 +306,31 @@ def score_bins(fitted: FittedModel, task: str, positional: Positional, config: S
         per_length = max(1, config.table_examples // len(lengths))
         scored = evaluate_lengths(model, tokenizer, replace(cfg, eval_seed=cfg.eval_seed + 1), split, lengths,
                                   items, prepend_bos=True, n_examples=per_length)
-        n = sum(r["n_examples"] for r in scored)
-        accuracy = sum(r["accuracy"] * r["n_examples"] for r in scored) / n
-        rows.append({"task": spec.name, "positional": positional, "split": split, "lengths": f"{lo}-{hi}",
-                     "accuracy": accuracy, "n_examples": n, "expressible": spec.expressible,
-                     "predicted": "generalizes" if spec.expressible else "fails OOD",
-                     "steps": result.final_step, **fitted.timing})
+        n = sum(r.n_examples for r in scored)
+        accuracy = sum(r.accuracy * r.n_examples for r in scored) / n
+        rows.append(ScratchRow(task=spec.name, positional=positional, split=split, lengths=f"{lo}-{hi}",
+                               accuracy=accuracy, expressible=spec.expressible,
+                               predicted="generalizes" if spec.expressible else "fails OOD", n_examples=n,
+                               steps=result.final_step, seconds=fitted.timing["seconds"],
+                               cpu_seconds=fitted.timing["cpu_seconds"],
+                               timed_from_step=fitted.timing["timed_from_step"]))
     return rows
 
 
-def _train_job(job: tuple) -> list[dict]:
+def _train_job(job: tuple) -> list[ScratchRow]:
     """One table cell, in whichever process runs it (module-level so that it pickles)."""
     task, positional, config, run_dir, progress, resume = job
     if config.threads:
         torch.set_num_threads(config.threads)
     rows, result = train_one(task, positional, config, run_dir, progress, resume)
     logger.info("%s %s: %d steps, %s", task, positional, result.final_step,
-                ", ".join(f"{r['split']} {r['lengths']}: {r['accuracy']:.2f}" for r in rows))
+                ", ".join(f"{r.split} {r.lengths}: {r.accuracy:.2f}" for r in rows))
     return rows
 
 
 def train_table(config: ScratchConfig, tasks: Sequence[str] | None = None,
                 positionals: Sequence[Positional] = ("absolute",), run_root: Path | None = None,
-                progress: bool = True, resume: bool = True, workers: int = 1) -> list[dict]:
+                progress: bool = True, resume: bool = True, workers: int = 1) -> list[ScratchRow]:
     """Every task x positional encoding; rows as :func:`train_one` makes them.
 
     ``workers`` > 1 trains that many cells at once in separate processes: models this small do
@@ -326,25 +354,40 @@ def train_table(config: ScratchConfig, tasks: Sequence[str] | None = None,
     return [row for part in parts for row in part]
 
 
-def verdict(rows: Sequence[dict], threshold: float = 0.9) -> list[dict]:
+@dataclass(frozen=True)
+class ScratchVerdictRow:
+    """One task and encoding: accuracy per bin, the theory's prediction and what happened."""
+
+    task: str
+    positional: str
+    accuracies: tuple[tuple[str, float], ...]  # ("id 1-20", accuracy), ("ood 21-40", ...), ...
+    predicted: str
+    observed: str  # generalizes, fails OOD or not learned
+    agrees: bool | None  # None when not learned: the run says nothing about length generalization
+
+    def as_row(self) -> dict[str, object]:
+        """The table row: one column per bin."""
+        return {"task": self.task, "positional": self.positional, **dict(self.accuracies),
+                "predicted": self.predicted, "observed": self.observed, "agrees": self.agrees}
+
+
+def verdict(rows: Sequence[ScratchRow], threshold: float = 0.9) -> list[ScratchVerdictRow]:
     """One row per task and encoding: accuracy per bin, the theory's prediction, what happened.
 
     ``observed`` is "generalizes" (in-distribution and every OOD bin >= threshold), "fails OOD"
     (learned in distribution, not beyond) or "not learned" (in-distribution accuracy below the
     threshold: the run says nothing about length generalization, and ``agrees`` is None)."""
     out = []
-    for task, positional in dict.fromkeys((r["task"], r["positional"]) for r in rows):
-        mine = [r for r in rows if r["task"] == task and r["positional"] == positional]
-        iid = [r["accuracy"] for r in mine if r["split"] == "id"]
-        ood = [r["accuracy"] for r in mine if r["split"] == "ood"]
+    for task, positional in dict.fromkeys((r.task, r.positional) for r in rows):
+        mine = [r for r in rows if r.task == task and r.positional == positional]
+        iid = [r.accuracy for r in mine if r.split == "id"]
+        ood = [r.accuracy for r in mine if r.split == "ood"]
         expressible = get_task(task).expressible
         if not iid or iid[0] < threshold:
             observed, agrees = "not learned", None
         else:
             observed = "generalizes" if ood and min(ood) >= threshold else "fails OOD"
             agrees = (observed == "generalizes") == expressible
-        row = {"task": task, "positional": positional}
-        row |= {f"{r['split']} {r['lengths']}": r["accuracy"] for r in mine}
-        row |= {"predicted": "generalizes" if expressible else "fails OOD", "observed": observed, "agrees": agrees}
-        out.append(row)
+        out.append(ScratchVerdictRow(task, positional, tuple((f"{r.split} {r.lengths}", r.accuracy) for r in mine),
+                                     "generalizes" if expressible else "fails OOD", observed, agrees))
     return out

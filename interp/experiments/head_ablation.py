@@ -9,10 +9,12 @@ recorded as they finish and a re-run with the same configuration skips them.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
@@ -20,7 +22,8 @@ from interp.core.heads import Head, format_heads
 from interp.core.journal import NUMBER, OPTIONAL_NUMBER, RowJournal, RowShape
 from interp.core.locking import TableLock
 from interp.core.naming import model_name
-from interp.core.tables import stem_file, write_table
+from interp.core.lm import LanguageModel
+from interp.core.tables import row_from_mapping, stem_file, write_table
 from interp.data.paper_files import ExampleSource, Generated
 from interp.measure.mechanism_scores import MECHANISM_SCORES, all_head_scores
 from interp.data.tasks import get_task
@@ -32,7 +35,10 @@ from interp.measure.evaluate import task_prompts
 from interp.measure.head_scores import SCORE_NAMES, HeadScores, task_attention_scores
 from interp.measure.score_tables import model_dtype, read_head_scores
 from interp.measure.teacher_forcing import Accuracy, AnswerScores, check_context, teacher_forced_scores
-from interp.prompts import PromptConfig
+from interp.prompts import EncodedPrompt, PromptConfig
+
+if TYPE_CHECKING:
+    from transformer_lens.model_bridge import TransformerBridge
 
 Log = Callable[[str], None]
 SELECTABLE_SCORES: tuple[str, ...] = (*SCORE_NAMES, *MECHANISM_SCORES)
@@ -110,7 +116,7 @@ def ablation_conditions(scores: HeadScores, config: AblationConfig) -> list[tupl
     return conditions
 
 
-def reference_means(model, config: AblationConfig, vocabulary: Sequence[str] | None = None,
+def reference_means(model: TransformerBridge, config: AblationConfig, vocabulary: Sequence[str] | None = None,
                     progress: bool = True) -> HeadMeans:
     """Mean ``hook_z`` over all tokens of reference prompts of every task (a seed of their own)."""
     prompts = [p for task in config.tasks for length in config.lengths
@@ -120,7 +126,7 @@ def reference_means(model, config: AblationConfig, vocabulary: Sequence[str] | N
     return compute_head_means(model, encoded, per_position=False, batch_size=config.batch_size, progress=progress)
 
 
-def add_task_attention(model, scores: HeadScores, prompt_sets: dict[tuple[str, int], Sequence], prompt_config: PromptConfig,
+def add_task_attention(model: TransformerBridge, scores: HeadScores, prompt_sets: dict[tuple[str, int], Sequence], prompt_config: PromptConfig,
                        batch_size: int = 8, progress: bool = True) -> HeadScores:
     """Add ``attn_<task>`` scores (mean attention from each output position to its answer's
     source position, over the given prompts; lengths pooled) to ``scores``."""
@@ -133,27 +139,27 @@ def add_task_attention(model, scores: HeadScores, prompt_sets: dict[tuple[str, i
     return scores
 
 
-def ablation_prompt_sets(model, config: AblationConfig, vocabulary: Sequence[str] | None = None) -> dict[tuple[str, int], list]:
+def ablation_prompt_sets(model: LanguageModel, config: AblationConfig, vocabulary: Sequence[str] | None = None) -> dict[tuple[str, int], list]:
     """The seeded evaluation prompts of every task and length of an ablation study."""
     return {(t, n): task_prompts(model, t, n, config.n_examples, config.seed, config.prompt_config, vocabulary,
                                  None if vocabulary else config.source)
             for t in config.tasks for n in config.lengths}
 
 
-def check_ablation_inputs(model, config: AblationConfig) -> None:
+def check_ablation_inputs(model: TransformerBridge, config: AblationConfig) -> None:
     """Everything about a study that can be wrong for this model, checked before any forward
     pass: ``k`` against the number of heads, and every prompt against the context length."""
     config.check_model(model.cfg.n_layers, model.cfg.n_heads)
     check_prompt_context(model, config)
 
 
-def check_prompt_context(model, config: AblationConfig) -> None:
+def check_prompt_context(model: LanguageModel, config: AblationConfig) -> None:
     """Every prompt of the study's tasks and lengths against the model's context."""
     for prompts in ablation_prompt_sets(model, config).values():
         check_context(model, encode_for(model, prompts, config.prompt_config))
 
 
-def study_head_scores(model, stem: Path, config: AblationConfig, n_sequences: int = 100, progress: bool = True,
+def study_head_scores(model: TransformerBridge, stem: Path, config: AblationConfig, n_sequences: int = 100, progress: bool = True,
                       metadata: dict | None = None, log: Log = _quiet) -> HeadScores:
     """The head scores a study ranks heads by, with its ``attn_<task>`` columns: read back from
     ``stem`` when that table is whole and was written for the same model, dtype, probe and
@@ -183,8 +189,57 @@ def _lowest_layer(heads: Sequence[Head]) -> int:
     return min(h.layer for h in heads)
 
 
-def ablation_study(model, scores: HeadScores, config: AblationConfig = AblationConfig(), progress: bool = True,
-                   log: Log = _quiet, journal: RowJournal | None = None, replay_clean: bool = True) -> list[dict]:
+@dataclass(frozen=True)
+class AblationRow:
+    """One cell of the ablation table: accuracy on one task and length under one condition."""
+
+    model: str
+    condition: str  # baseline, induction, anti_induction or random
+    ablation: str  # none, zero or mean
+    seed: int | None  # the random-head draw's seed (None for the other conditions)
+    task: str
+    length: int
+    n_examples: int
+    accuracy: float
+    delta_accuracy: float  # accuracy minus the baseline's on the same prompts
+    mean_logprob: float | None
+    heads: str
+    selected_by: str  # the head score the condition's heads are the top k of
+
+
+@dataclass(frozen=True)
+class AblationCell:
+    """A condition x ablation kind of the study, with the heads it ablates."""
+
+    condition: str
+    kind: str
+    seed: int | None
+    heads: tuple[Head, ...]
+
+    def key(self, task: str, length: int) -> tuple:
+        return (self.condition, self.kind, self.seed, task, length)
+
+
+def ablation_cells(scores: HeadScores, config: AblationConfig) -> list[AblationCell]:
+    """The baseline, then every condition under every ablation kind."""
+    conditions = ablation_conditions(scores, config)
+    return [AblationCell("baseline", "none", None, ())] + [AblationCell(c, kind, seed, tuple(heads))
+                                                         for c, seed, heads in conditions for kind in config.kinds]
+
+
+@dataclass
+class _PromptSet:
+    """One task and length of a study, with its clean runs once some cell needs them."""
+
+    task: str
+    length: int
+    encoded: list[EncodedPrompt]
+    clean: list[CleanBatch] | None = None
+
+
+def ablation_study(model: TransformerBridge, scores: HeadScores, config: AblationConfig = AblationConfig(),
+                   progress: bool = True, log: Log = _quiet, journal: RowJournal | None = None,
+                   replay_clean: bool = True) -> list[AblationRow]:
     """Accuracy on each task and length: clean, then under each condition and ablation kind.
 
     Each prompt set's clean run keeps the residual stream entering the lowest ablated layer of
@@ -200,62 +255,76 @@ def ablation_study(model, scores: HeadScores, config: AblationConfig = AblationC
         >>> scores = score_heads(model, n_sequences=4, progress=False)
         >>> config = AblationConfig(tasks=("UF",), k=2, n_examples=4, kinds=("zero",), random_seeds=(0,))
         >>> rows = ablation_study(model, scores, config, progress=False)
-        >>> sorted({row["condition"] for row in rows})
+        >>> sorted({row.condition for row in rows})
         ['anti_induction', 'baseline', 'induction', 'random']
     """
     config.check_model(model.cfg.n_layers, model.cfg.n_heads)
-    name = model_name(model)
-    encoded_sets = {key: encode_for(model, prompts, config.prompt_config)
-                    for key, prompts in ablation_prompt_sets(model, config).items()}
-    for encoded in encoded_sets.values():
-        check_context(model, encoded)
-    conditions = ablation_conditions(scores, config)
-    cells = [("baseline", "none", None, [])] + [(c, kind, seed, heads) for c, seed, heads in conditions
-                                                for kind in config.kinds]
-    done = {(r["condition"], r["ablation"], r["seed"], r["task"], r["length"]): r for r in (journal.done() if journal else [])}
+    sets = [_PromptSet(task, length, encode_for(model, prompts, config.prompt_config))
+            for (task, length), prompts in ablation_prompt_sets(model, config).items()]
+    for prompt_set in sets:
+        check_context(model, prompt_set.encoded)
+    cells = ablation_cells(scores, config)
+    done = {cell_key(row): row for row in journal_rows(journal)}
     means = reference_means(model, config, progress=progress) if "mean" in config.kinds else None
-    layers = {_lowest_layer(heads) for _, _, _, heads in cells if heads}
-    by_cell: dict[tuple[int, int], dict] = {}
-    bar = tqdm(total=len(cells) * len(encoded_sets), desc="ablation study", disable=not progress)
-    for set_index, ((task, length), encoded) in enumerate(encoded_sets.items()):
-        clean: list[CleanBatch] | None = None  # computed only if some cell of this set is not done
-        baseline = None
-        for cell_index, (condition, kind, seed, heads) in enumerate(cells):
-            key = (condition, kind, seed, task, length)
-            if key in done:
-                row = done[key]
-            else:
-                if clean is None and replay_clean:
-                    batches = padded_batches(encoded, config.batch_size, pad_token_id(model.tokenizer))
-                    clean = [run_clean(model, batch, layers) for batch in batches]
-                if heads:
-                    log(f"ablating {condition}{'' if seed is None else f' (seed {seed})'} heads {format_heads(heads)} "
-                        f"({kind}) on {task} at length {length}")
-                hooks = ablation_hooks(model, heads, kind, means) if heads else []
-                if replay_clean:
-                    result = Accuracy.of(_scores(model, clean, len(encoded), heads, hooks))
-                else:
-                    result = Accuracy.of(teacher_forced_scores(model, encoded, config.batch_size, hooks, progress=False,
-                                                              every_position=True))
-                row = {"model": name, "condition": condition, "ablation": kind, "seed": seed, "task": task,
-                       "length": length, "n_examples": result.n_examples, "accuracy": result.accuracy,
-                       "mean_logprob": result.mean_logprob, "heads": format_heads(heads),
-                       "selected_by": _selected_by(condition, config)}
+    layers = {_lowest_layer(cell.heads) for cell in cells if cell.heads}
+    by_cell: dict[tuple[int, int], AblationRow] = {}
+    bar = tqdm(total=len(cells) * len(sets), desc="ablation study", disable=not progress)
+    for set_index, prompt_set in enumerate(sets):
+        baseline = 0.0
+        for cell_index, cell in enumerate(cells):
+            row = done.get(cell.key(prompt_set.task, prompt_set.length))
+            if row is None:
+                if prompt_set.clean is None and replay_clean:
+                    batches = padded_batches(prompt_set.encoded, config.batch_size, pad_token_id(model.tokenizer))
+                    prompt_set.clean = [run_clean(model, batch, layers) for batch in batches]
+                row = _measure_cell(model, cell, prompt_set, config, means, replay_clean, baseline, log)
                 if journal is not None:
-                    journal.add(row)
-            if condition == "baseline":
-                baseline = row["accuracy"]
-            by_cell[(cell_index, set_index)] = row | {"delta_accuracy": row["accuracy"] - baseline}
+                    journal.add(asdict(row))
+            baseline = row.accuracy if cell.condition == "baseline" else baseline
+            # recomputed for rows read back: a journal of an earlier version has no change from the baseline
+            by_cell[(cell_index, set_index)] = replace(row, delta_accuracy=row.accuracy - baseline)
             bar.update()
     bar.close()
     return [by_cell[key] for key in sorted(by_cell)]  # condition by condition, as the summary reads
+
+
+def cell_key(row: AblationRow) -> tuple:
+    return (row.condition, row.ablation, row.seed, row.task, row.length)
+
+
+def journal_rows(journal: RowJournal | None) -> list[AblationRow]:
+    """The rows an interrupted study finished (the change from the baseline is recomputed)."""
+    return [row_from_mapping(AblationRow, {"delta_accuracy": math.nan, "selected_by": "", **values})
+            for values in (journal.done() if journal else [])]
+
+
+def _measure_cell(model: TransformerBridge, cell: AblationCell, prompt_set: _PromptSet, config: AblationConfig,
+                  means: HeadMeans | None, replay_clean: bool, baseline: float, log: Log) -> AblationRow:
+    """One cell's accuracy on one prompt set (replayed, or a full hooked pass), and its change from
+    ``baseline``, the clean accuracy on the same prompts (measured first)."""
+    heads = list(cell.heads)
+    if heads:
+        log(f"ablating {cell.condition}{'' if cell.seed is None else f' (seed {cell.seed})'} heads "
+            f"{format_heads(heads)} ({cell.kind}) on {prompt_set.task} at length {prompt_set.length}")
+    hooks = ablation_hooks(model, heads, cell.kind, means) if heads else []
+    if replay_clean:
+        result = Accuracy.of(_scores(model, prompt_set.clean, len(prompt_set.encoded), heads, hooks))
+    else:
+        result = Accuracy.of(teacher_forced_scores(model, prompt_set.encoded, config.batch_size, hooks, progress=False,
+                                                   every_position=True))
+    return AblationRow(model=model_name(model), condition=cell.condition, ablation=cell.kind, seed=cell.seed,
+                       task=prompt_set.task, length=prompt_set.length, n_examples=result.n_examples,
+                       accuracy=result.accuracy,
+                       delta_accuracy=0.0 if cell.condition == "baseline" else result.accuracy - baseline,
+                       mean_logprob=result.mean_logprob,
+                       heads=format_heads(heads), selected_by=_selected_by(cell.condition, config))
 
 
 def _selected_by(condition: str, config: AblationConfig) -> str:
     return {"induction": config.induction_by, "anti_induction": config.anti_by}.get(condition, condition)
 
 
-def _scores(model, clean: list[CleanBatch], n: int, heads: Sequence[Head], hooks) -> AnswerScores:
+def _scores(model: TransformerBridge, clean: list[CleanBatch], n: int, heads: Sequence[Head], hooks) -> AnswerScores:
     """Scores of every batch: the clean ones, or replayed from the lowest ablated layer."""
     if not heads:
         return AnswerScores.from_rows(in_input_order(n, [(c.batch.indices, c.rows) for c in clean]))
@@ -268,25 +337,42 @@ ABLATION_ROW_SHAPE: RowShape = {"model": str, "condition": str, "ablation": str,
                                 "length": int, "n_examples": int, "accuracy": NUMBER, "mean_logprob": OPTIONAL_NUMBER,
                                 "heads": str}
 
-ABLATION_COLUMNS = ["model", "condition", "ablation", "seed", "task", "length", "n_examples", "accuracy",
-                    "delta_accuracy", "mean_logprob", "heads", "selected_by"]
+ABLATION_COLUMNS = [f.name for f in fields(AblationRow)]
 
 
-def ablation_summary(rows: Sequence[dict]) -> list[dict]:
+@dataclass(frozen=True)
+class AblationSummaryRow:
+    """One condition x ablation kind: per task(-length) column, the accuracy, its change from the
+    baseline and, over random-head seeds, their spread (``"0.50 (-0.25) [0.40-0.60]"``)."""
+
+    condition: str
+    ablation: str
+    cells: tuple[tuple[str, str], ...]  # (task@length, cell text), in the study's order
+
+    def as_row(self) -> dict[str, str]:
+        """The table row: one column per task(-length)."""
+        return {"condition": self.condition, "ablation": self.ablation, **dict(self.cells)}
+
+
+def ablation_summary(rows: Sequence[AblationRow]) -> list[AblationSummaryRow]:
     """One row per condition x ablation, one column per task(-length): accuracy and change from the
-    baseline; random-head seeds are averaged, with their spread (min-max)."""
-    groups: dict[tuple[str, str], dict[str, list[dict]]] = {}
+    baseline; random-head seeds are averaged, with their spread (min-max).
+
+    >>> row = AblationRow("m", "baseline", "none", None, "UF", 10, 4, 0.5, 0.0, -1.0, "", "baseline")
+    >>> ablation_summary([row])[0].as_row()
+    {'condition': 'baseline', 'ablation': 'none', 'UF@10': '0.50 (+0.00)'}
+    """
+    groups: dict[tuple[str, str], dict[str, list[AblationRow]]] = {}
     for r in rows:
-        groups.setdefault((r["condition"], r["ablation"]), {}).setdefault(f"{r['task']}@{r['length']}", []).append(r)
+        groups.setdefault((r.condition, r.ablation), {}).setdefault(f"{r.task}@{r.length}", []).append(r)
     table = []
-    for (condition, kind), cells in groups.items():
-        out = {"condition": condition, "ablation": kind}
-        for key, items in cells.items():
-            accs = [i["accuracy"] for i in items]
-            deltas = [i["delta_accuracy"] for i in items]
-            cell = f"{statistics.mean(accs):.2f} ({statistics.mean(deltas):+.2f})"
+    for (condition, kind), by_column in groups.items():
+        cells = []
+        for column, items in by_column.items():
+            accs = [i.accuracy for i in items]
+            cell = f"{statistics.mean(accs):.2f} ({statistics.mean(i.delta_accuracy for i in items):+.2f})"
             if len(items) > 1:
                 cell += f" [{min(accs):.2f}-{max(accs):.2f}]"
-            out[key] = cell
-        table.append(out)
+            cells.append((column, cell))
+        table.append(AblationSummaryRow(condition, kind, tuple(cells)))
     return table

@@ -12,7 +12,7 @@ the instrument ranks heads) and the circuit's clean accuracy. Instruments:
   accuracy or worse (and the model solved it at least half the time to begin with);
 * ``sweep``: the exact single-head sweep (``interp.interventions.sweep``) ranks the heads the task needs first;
 * ``screen:<name>``: an attribution screen (``interp.interventions.attribution``) does the same; :data:`SCREENS`
-  holds the screens, so a new one (e.g. AtP*) is one more entry;
+  holds the screens, so a new one (``first-order`` plain attribution patching, ``atp*`` with the QK fix) is one more entry;
 * ``edges``: cutting the paper's edges (``interp.interventions.edges``: induction keys for UF, anti-induction
   values for UB) halves the accuracy or worse.
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float
@@ -36,17 +37,26 @@ from interp.measure.mechanism_scores import all_head_scores
 from interp.models.planted import BACKWARD_HEAD, HEAD_LEVEL_ANTI_HEAD, INDUCTION_HEAD, PREVIOUS_TOKEN_HEAD
 from interp.prompts import EncodedPrompt, PromptConfig, encode_prompts
 from interp.interventions.sweep import head_sweep
+from interp.core.tables import as_mapping
 
-Screen = Callable[[object, Sequence[EncodedPrompt]], Float[Tensor, "layer head_index"]]
+if TYPE_CHECKING:
+    from transformer_lens.model_bridge import TransformerBridge
+
+Screen = Callable[["TransformerBridge", Sequence[EncodedPrompt]], Float[Tensor, "layer head_index"]]
 ZERO_SHOT = PromptConfig(n_shots=0)
 
 
-def first_order_screen(model, encoded: Sequence[EncodedPrompt]) -> Float[Tensor, "layer head_index"]:
-    """Attribution patching's estimate of each head's zero-ablation effect on the answer log-prob."""
-    return attribution_sweep(model, encoded, "zero", progress=False).delta_logprob()
+def first_order_screen(model: TransformerBridge, encoded: Sequence[EncodedPrompt]) -> Float[Tensor, "layer head_index"]:
+    """Plain attribution patching's estimate of each head's zero-ablation effect on the answer log-prob."""
+    return attribution_sweep(model, encoded, "zero", progress=False, screen="first-order").delta_logprob()
 
 
-SCREENS: dict[str, Screen] = {"attribution": first_order_screen}
+def atp_star_screen(model: TransformerBridge, encoded: Sequence[EncodedPrompt]) -> Float[Tensor, "layer head_index"]:
+    """AtP*'s estimate (the QK fix through the softmax; the screen's default) of the same effect."""
+    return attribution_sweep(model, encoded, "zero", progress=False, screen="atp*").delta_logprob()
+
+
+SCREENS: dict[str, Screen] = {"first-order": first_order_screen, "atp*": atp_star_screen}
 
 
 @dataclass(frozen=True)
@@ -97,12 +107,63 @@ class SensitivityConfig:
             raise ValueError("seeds: give at least one noise seed")
 
 
+@dataclass(frozen=True)
+class InstrumentVerdict:
+    """What one instrument made of one planted model: did it name the planted head(s), what it
+    measured for them, and the best other head's value (NaN where the instrument ranks nothing)."""
+
+    instrument: str
+    target: str
+    found: bool
+    value: float
+    runner_up: float
+
+
+@dataclass(frozen=True)
+class SensitivityRow:
+    """One instrument on one planted model (circuit, strength, noise seed): a row of ``planted_sensitivity``."""
+
+    circuit: str
+    model: str
+    strength: float
+    seed: int
+    instrument: str
+    target: str
+    found: bool
+    value: float
+    runner_up: float
+    clean_accuracy: float
+
+
+@dataclass(frozen=True)
+class FoundShareRow:
+    """Per circuit, instrument and strength: the share of noise seeds on which the plant was found."""
+
+    circuit: str
+    instrument: str
+    strength: float
+    n_seeds: int
+    found: float
+    mean_value: float
+    mean_clean_accuracy: float
+
+
+@dataclass(frozen=True)
+class FoundDownToRow:
+    """The lowest strength down to which an instrument found the plant on every seed (None: not even at full)."""
+
+    circuit: str
+    instrument: str
+    found_down_to: float | None
+
+
 def _ranked(table: Float[Tensor, "layer head_index"], descending: bool) -> list[Head]:
     order = torch.argsort(table.flatten(), descending=descending, stable=True)
     return [Head(int(i) // table.shape[1], int(i) % table.shape[1]) for i in order]
 
 
-def _ranking_row(table: Float[Tensor, "layer head_index"], targets: Sequence[Head], descending: bool) -> dict:
+def _ranking(instrument: str, target: str, table: Float[Tensor, "layer head_index"], targets: Sequence[Head],
+             descending: bool) -> InstrumentVerdict:
     """Found when every target ranks strictly above every other head (a tie finds nothing);
     value: the weakest target's, runner-up: the best other head's."""
     ranked = _ranked(table, descending)
@@ -111,19 +172,19 @@ def _ranking_row(table: Float[Tensor, "layer head_index"], targets: Sequence[Hea
     weakest = min(values) if descending else max(values)
     runner_up = float(table[others[0]]) if others else float("nan")
     separated = weakest > runner_up if descending else weakest < runner_up
-    return {"found": bool(separated), "value": weakest, "runner_up": runner_up}
+    return InstrumentVerdict(instrument, target, bool(separated), weakest, runner_up)
 
 
 def _broken(clean: float, after: float) -> bool:
     return clean >= 0.5 and after <= 0.5 * clean
 
 
-def instrument_rows(model, circuit: PlantedCircuit, config: SensitivityConfig) -> list[dict]:
-    """Every instrument's verdict on one planted model (see the module docstring)."""
-    rows = []
+def instrument_rows(model: TransformerBridge, circuit: PlantedCircuit,
+                    config: SensitivityConfig) -> tuple[list[InstrumentVerdict], float]:
+    """Every instrument's verdict on one planted model (see the module docstring), and the
+    circuit's clean accuracy."""
     scores = all_head_scores(model, n_sequences=config.n_sequences, progress=False)
-    for name, target in circuit.score_targets:
-        rows.append({"instrument": f"score:{name}", "target": str(target), **_ranking_row(scores[name], [target], True)})
+    rows = [_ranking(f"score:{name}", str(target), scores[name], [target], True) for name, target in circuit.score_targets]
     prompts = task_prompts(model, circuit.task, config.length, config.n_examples, prompt_config=ZERO_SHOT)
     encoded = encode_prompts(model.tokenizer, prompts, prepend_bos=False)
     clean = evaluate_task(model, circuit.task, config.length, config.n_examples, prompt_config=ZERO_SHOT,
@@ -132,27 +193,31 @@ def instrument_rows(model, circuit: PlantedCircuit, config: SensitivityConfig) -
     for kind in ("zero", "mean"):
         after = evaluate_task(model, circuit.task, config.length, config.n_examples, prompt_config=ZERO_SHOT,
                               fwd_hooks=ablation_hooks(model, [circuit.carrier], kind, means), progress=False).accuracy
-        rows.append({"instrument": f"ablation:{kind}", "target": str(circuit.carrier), "found": _broken(clean, after),
-                     "value": after, "runner_up": float("nan")})
+        rows.append(InstrumentVerdict(f"ablation:{kind}", str(circuit.carrier), _broken(clean, after), after,
+                                      float("nan")))
     sweep = head_sweep(model, encoded, progress=False)
     table = sweep.delta_logprob_table(model.cfg.n_layers, model.cfg.n_heads)
     needed = ";".join(map(str, circuit.needed))
-    rows.append({"instrument": "sweep", "target": needed, **_ranking_row(table, circuit.needed, False)})
+    rows.append(_ranking("sweep", needed, table, circuit.needed, False))
     for name, screen in SCREENS.items():
-        rows.append({"instrument": f"screen:{name}", "target": needed,
-                     **_ranking_row(screen(model, encoded), circuit.needed, False)})
+        rows.append(_ranking(f"screen:{name}", needed, screen(model, encoded), circuit.needed, False))
+    rows.append(_edge_verdict(model, circuit, config))
+    return rows, clean
+
+
+def _edge_verdict(model: TransformerBridge, circuit: PlantedCircuit, config: SensitivityConfig) -> InstrumentVerdict:
+    """Cutting the circuit's edge condition halves the accuracy or worse; runner-up: the other condition's."""
     edge_config = EdgeStudyConfig(tasks=(circuit.task,), lengths=(config.edge_length,), n=config.edge_n, n_shots=1,
                                   prepend_bos=True)  # one string: the planted heads find the earliest occurrence
     edge_rows, _ = edge_study(model, edge_config, progress=False)
-    by_condition = {r["condition"]: r["accuracy"] for r in edge_rows}
+    by_condition = {row["condition"]: row["accuracy"] for row in map(as_mapping, edge_rows)}
     other = "anti_induction" if circuit.edge_condition == "induction" else "induction"
-    rows.append({"instrument": "edges", "target": circuit.edge_condition,
-                 "found": _broken(by_condition["none"], by_condition[circuit.edge_condition]),
-                 "value": by_condition[circuit.edge_condition], "runner_up": by_condition[other]})
-    return [r | {"clean_accuracy": clean} for r in rows]
+    return InstrumentVerdict("edges", circuit.edge_condition,
+                             _broken(by_condition["none"], by_condition[circuit.edge_condition]),
+                             by_condition[circuit.edge_condition], by_condition[other])
 
 
-def sensitivity_study(config: SensitivityConfig = SensitivityConfig(), progress: bool = True) -> list[dict]:
+def sensitivity_study(config: SensitivityConfig = SensitivityConfig(), progress: bool = True) -> list[SensitivityRow]:
     """Rows for every circuit, strength and noise seed (see the module docstring).
 
     >>> rows = sensitivity_study(SensitivityConfig(strengths=(1.0, 0.5), seeds=(0,)))  # doctest: +SKIP
@@ -160,7 +225,7 @@ def sensitivity_study(config: SensitivityConfig = SensitivityConfig(), progress:
     from interp.models.loading import bridge_from_hf
     from interp.models.planted import planted_hf_model
 
-    def planted(name: str, seed: int):  # load_model has no noise seed: build the bridge here
+    def planted(name: str, seed: int) -> TransformerBridge:  # load_model has no noise seed: build the bridge here
         model, tokenizer = planted_hf_model(name, seed=seed)
         return bridge_from_hf(model, tokenizer, name, torch.device("cpu"))
 
@@ -168,41 +233,40 @@ def sensitivity_study(config: SensitivityConfig = SensitivityConfig(), progress:
     rows = []
     for circuit_name, strength, seed in tqdm(cells, desc="planted sensitivity", disable=not progress):
         circuit = CIRCUITS[circuit_name]
-        name = f"{circuit.model}@{strength}"
-        model = planted(name, seed)
-        meta = {"circuit": circuit_name, "model": circuit.model, "strength": strength, "seed": seed}
-        rows += [meta | r for r in instrument_rows(model, circuit, config)]
+        verdicts, clean = instrument_rows(planted(f"{circuit.model}@{strength}", seed), circuit, config)
+        rows += [SensitivityRow(circuit_name, circuit.model, strength, seed, v.instrument, v.target, v.found, v.value,
+                                v.runner_up, clean) for v in verdicts]
     return rows
 
 
-def found_summary(rows: Sequence[dict]) -> list[dict]:
+def found_summary(rows: Sequence[SensitivityRow]) -> list[FoundShareRow]:
     """Per circuit, instrument and strength: the share of noise seeds on which the plant was found."""
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[SensitivityRow]] = {}
     for r in rows:
-        groups.setdefault((r["circuit"], r["instrument"], float(r["strength"])), []).append(r)
-    return [{"circuit": c, "instrument": i, "strength": s, "n_seeds": len(g),
-             "found": sum(bool(r["found"]) for r in g) / len(g), "mean_value": sum(float(r["value"]) for r in g) / len(g),
-             "mean_clean_accuracy": sum(float(r["clean_accuracy"]) for r in g) / len(g)}
+        groups.setdefault((r.circuit, r.instrument, float(r.strength)), []).append(r)
+    return [FoundShareRow(c, i, s, len(g), sum(bool(r.found) for r in g) / len(g),
+                          sum(float(r.value) for r in g) / len(g), sum(float(r.clean_accuracy) for r in g) / len(g))
             for (c, i, s), g in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], -kv[0][2]))]
 
 
-def weakest_found(summary: Sequence[dict]) -> list[dict]:
+def weakest_found(summary: Sequence[FoundShareRow]) -> list[FoundDownToRow]:
     """Per circuit and instrument, the lowest strength down to which every seed still found the
     plant at every strength tested (None when even full strength failed)."""
     out: dict[tuple[str, str], float | None] = {}
     for row in summary:  # strengths descend within each (circuit, instrument)
-        key = (row["circuit"], row["instrument"])
+        key = (row.circuit, row.instrument)
         if key not in out:
-            out[key] = row["strength"] if row["found"] == 1.0 else None
-        elif out[key] is not None and out[key] == _previous(summary, row) and row["found"] == 1.0:
-            out[key] = row["strength"]
-    return [{"circuit": c, "instrument": i, "found_down_to": s} for (c, i), s in out.items()]
+            out[key] = row.strength if row.found == 1.0 else None
+        elif out[key] is not None and out[key] == _previous(summary, row) and row.found == 1.0:
+            out[key] = row.strength
+    return [FoundDownToRow(c, i, s) for (c, i), s in out.items()]
 
 
-def _previous(summary: Sequence[dict], row: dict) -> float:
-    strengths = [r["strength"] for r in summary if (r["circuit"], r["instrument"]) == (row["circuit"], row["instrument"])]
-    return strengths[strengths.index(row["strength"]) - 1]
+def _previous(summary: Sequence[FoundShareRow], row: FoundShareRow) -> float:
+    strengths = [r.strength for r in summary if (r.circuit, r.instrument) == (row.circuit, row.instrument)]
+    return strengths[strengths.index(row.strength) - 1]
 
 
-__all__ = ["CIRCUITS", "SCREENS", "PlantedCircuit", "SensitivityConfig", "first_order_screen", "found_summary",
-           "instrument_rows", "sensitivity_study", "weakest_found"]
+__all__ = ["CIRCUITS", "SCREENS", "FoundDownToRow", "FoundShareRow", "InstrumentVerdict", "PlantedCircuit",
+           "SensitivityConfig", "SensitivityRow", "atp_star_screen", "first_order_screen", "found_summary", "instrument_rows",
+           "sensitivity_study", "weakest_found"]

@@ -16,6 +16,9 @@ from interp.core.tables import to_markdown, write_table
 from interp.experiments.from_scratch import PRESETS, FittedModel, ScratchConfig, fit, score_bins
 
 POSITIONAL = "absolute"  # GPT-2 style with the paper's random position offset
+# The column order of ``trained_scratch-<task>``, as it was first published.
+TRAINED_COLUMNS = ["task", "positional", "split", "lengths", "accuracy", "n_examples", "expressible", "predicted",
+                   "steps", "seconds", "cpu_seconds", "timed_from_step"]
 
 
 def with_bos(tokenizer):
@@ -60,7 +63,7 @@ def readme(name: str, info: dict) -> str:
         "Prompt format: the zero-shot line `<bos> a b c : <copy> <eos>` with a BOS token first "
         "(analyses: `--shots 0`; edge patching: `--format single-shot`).", "",
         f"Teacher-forced exact match on fresh examples ({info['scoring']}):", "",
-        to_markdown([{k: r[k] for k in ("split", "lengths", "accuracy", "n_examples")} for r in info["rows"]]),
+        to_markdown(info["rows"], ["split", "lengths", "accuracy", "n_examples"]),
     ]
     return "\n".join(lines) + "\n"
 
@@ -78,7 +81,8 @@ def train_scratch_model(task: str, folder: Path, *, results_dir: Path = Path("re
     rows = score_bins(fitted, task, POSITIONAL, config)
     info = {"name": name, "task": task, "preset": preset, "config": asdict(config), "positional": POSITIONAL,
             "command": "make trained-models", "steps": fitted.result.final_step, "seconds": fitted.timing["seconds"],
-            "rows": rows, "scoring": "zero-shot lines, answer must end with the line's end marker"}
-    write_table(rows, Path(results_dir) / f"trained_{name}", metadata={k: v for k, v in info.items() if k != "rows"})
+            "rows": [asdict(row) for row in rows], "scoring": "zero-shot lines, answer must end with the line's end marker"}
+    write_table(rows, Path(results_dir) / f"trained_{name}", TRAINED_COLUMNS,
+                metadata={k: v for k, v in info.items() if k != "rows"})
     return save_fitted(fitted, folder, info)
 

@@ -11,6 +11,7 @@ bound, wrong beyond it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from interp.crasp import PAPER_LEMMA, PROGRAMS, Program, Vocabulary, accuracy, bound_needed, bounded_program
 from interp.crasp.running import Mode
@@ -69,73 +70,97 @@ def _observed(accs: dict[int, float], train_length: int, bounded: bool) -> str:
     return f"{'exact up to ' + str(train_length) if exact_within else 'not exact within the bound'}; {beyond}"
 
 
+@dataclass(frozen=True)
+class TheoryRow:
+    """One task of the theory table: its program, that program's accuracy per length, the paper's
+    prediction and whether the run agrees with it."""
+
+    task: str
+    family: str
+    expressible: bool
+    program: str  # "<name> (bounded)" for a non-expressible task's bounded program
+    accuracies: tuple[tuple[int, float | None], ...]  # (length, accuracy); None: no instance that short
+    predicted: str
+    observed: str
+    agrees: bool | None  # None: no length beyond the bound was run
+    lemma: str
+    reason: str
+
+    def accuracy_at(self, length: int) -> float | None:
+        return dict(self.accuracies)[length]
+
+    def as_row(self) -> dict[str, object]:
+        """The table row: one ``acc@<length>`` column per length."""
+        return {"task": self.task, "family": self.family, "expressible": self.expressible, "program": self.program,
+                **{f"acc@{length}": acc for length, acc in self.accuracies}, "predicted": self.predicted,
+                "observed": self.observed, "agrees": self.agrees, "lemma": self.lemma, "reason": self.reason}
+
+
 def theory_rows(lengths: Sequence[int] = DEFAULT_LENGTHS, n: int = 100, seed: int = 0,
                 train_length: int = TRAIN_LENGTH, mode: Mode = "teacher-forced",
-                tasks: Sequence[str] | None = None) -> list[dict]:
+                tasks: Sequence[str] | None = None) -> list[TheoryRow]:
     """One row per task: expressibility, the program, its accuracy per length, the paper's
     prediction and whether the run agrees with it.
 
     Agreement: an expressible task's program is length-independent and exact at every length; a
     non-expressible task's bounded program is exact at lengths <= ``train_length`` and not exact
-    at some longer length (None when no longer length was run)."""
+    at some longer length (None when no longer length was run).
+
+    >>> (row,) = theory_rows(lengths=(10,), n=4, tasks=["UF"])
+    >>> row.accuracy_at(10), row.agrees
+    (1.0, True)
+    """
     if not lengths or any(L < 1 for L in lengths):
         raise ValueError(f"lengths must be positive, got {list(lengths)}")
     if n < 1:
         raise ValueError(f"n={n} must be at least 1")
-    rows = []
-    for name in tasks or list(TASKS):
-        spec = get_task(name)
-        program = table_program(spec.name, train_length)
-        accs: dict[int, float] = {}
-        for length in sorted(set(lengths)):
-            try:
-                accs[length] = program_accuracy(program, spec.name, length, n, seed, mode)
-            except ValueError:
-                continue  # the task has no instances this short
-        if spec.expressible:
-            agrees = program.length_independent and all(a == 1.0 for a in accs.values())
-        else:
-            within = [a for L, a in accs.items() if L <= train_length]
-            beyond = [a for L, a in accs.items() if L > train_length]
-            agrees = (all(a == 1.0 for a in within) and any(a < 1.0 for a in beyond)) if beyond else None
-        row = {
-            "task": spec.name,
-            "family": spec.family,
-            "expressible": spec.expressible,
-            "program": program.name if program.length_independent else f"{program.name} (bounded)",
-        }
-        row.update({f"acc@{L}": accs.get(L) for L in sorted(set(lengths))})
-        row.update({
-            "predicted": "length-generalizes" if spec.expressible else "fails beyond trained lengths",
-            "observed": _observed(accs, train_length, not program.length_independent),
-            "agrees": agrees,
-            "lemma": PAPER_LEMMA[spec.name],
-            "reason": spec.theory_reason,
-        })
-        rows.append(row)
-    return rows
+    return [_theory_row(name, sorted(set(lengths)), n, seed, train_length, mode) for name in tasks or list(TASKS)]
 
 
-def legend(rows: Sequence[dict], train_length: int = TRAIN_LENGTH) -> str:
+def _theory_row(name: str, lengths: Sequence[int], n: int, seed: int, train_length: int, mode: Mode) -> TheoryRow:
+    spec = get_task(name)
+    program = table_program(spec.name, train_length)
+    accs: dict[int, float] = {}
+    for length in lengths:
+        try:
+            accs[length] = program_accuracy(program, spec.name, length, n, seed, mode)
+        except ValueError:
+            continue  # the task has no instances this short
+    if spec.expressible:
+        agrees = program.length_independent and all(a == 1.0 for a in accs.values())
+    else:
+        within = [a for L, a in accs.items() if L <= train_length]
+        beyond = [a for L, a in accs.items() if L > train_length]
+        agrees = (all(a == 1.0 for a in within) and any(a < 1.0 for a in beyond)) if beyond else None
+    return TheoryRow(
+        task=spec.name, family=spec.family, expressible=spec.expressible,
+        program=program.name if program.length_independent else f"{program.name} (bounded)",
+        accuracies=tuple((L, accs.get(L)) for L in lengths),
+        predicted="length-generalizes" if spec.expressible else "fails beyond trained lengths",
+        observed=_observed(accs, train_length, not program.length_independent), agrees=agrees,
+        lemma=PAPER_LEMMA[spec.name], reason=spec.theory_reason)
+
+
+def legend(rows: Sequence[TheoryRow], train_length: int = TRAIN_LENGTH) -> str:
     """What the rows mean, and each task's reason from the paper, as printable lines."""
     lines = ["Expressible tasks run one C-RASP[pos] program at every length. The others have none: they run a",
              f"bounded C-RASP[pos] program, exact up to length {train_length}, whose size grows with that bound.", ""]
-    lines += [f"- {row['task']} ({row['lemma']}): {row['reason']}" for row in rows]
+    lines += [f"- {row.task} ({row.lemma}): {row.reason}" for row in rows]
     return "\n".join(lines)
 
 
-def disagreements(rows: Sequence[dict]) -> list[str]:
+def disagreements(rows: Sequence[TheoryRow]) -> list[str]:
     """Rows whose run does not agree with the paper (or could not be checked), explained."""
     notes = []
     for row in rows:
-        if row["agrees"] is None:
-            notes.append(f"{row['task']}: no length beyond the bound was run, so the predicted failure is untested")
-        elif not row["agrees"]:
-            notes.append(f"{row['task']}: the paper predicts '{row['predicted']}', observed '{row['observed']}'")
+        if row.agrees is None:
+            notes.append(f"{row.task}: no length beyond the bound was run, so the predicted failure is untested")
+        elif not row.agrees:
+            notes.append(f"{row.task}: the paper predicts '{row.predicted}', observed '{row.observed}'")
     return notes
 
 
-def format_theory_table(rows: Sequence[dict], with_reason: bool = False) -> str:
+def format_theory_table(rows: Sequence[TheoryRow], with_reason: bool = False) -> str:
     """The table as Markdown (the long reason column only when asked)."""
-    columns = [c for c in rows[0] if c != "family" and (with_reason or c != "reason")] if rows else None
+    columns = [c for c in rows[0].as_row() if c != "family" and (with_reason or c != "reason")] if rows else None
     return to_markdown(rows, columns)

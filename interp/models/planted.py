@@ -9,12 +9,14 @@ mechanisms are known. Names understood by ``load_model``:
   head that copies nothing;
 * ``"planted-both"``: both circuits, switched by the task marker of the ``obey`` template (the
   rule's word ``same`` or ``reverse``);
+* ``"planted-ur"`` / ``"planted-ul"``: right / left retrieval (UR / UL) in the retrieval line
+  ``x1 .. xn | q: y``, by a head that reads the previous token in its query;
 * any of them with ``@STRENGTH`` (``"planted-ub@0.5"``): the planted weights mixed with seeded
   random ones, see :class:`PlantedConfig`.
 
-Prompts are the toolkit's zero-shot copying lines, ``<bos> x1 .. xn : x1 .. xn <eos>`` (template
-``bare``, ``n_shots=0``; ``planted-both`` needs ``obey`` for its marker), items a-z A-Z 0-9, up to
-``n`` = 52 (the context is 128 tokens). The tokenizer and the residual layout are in
+Prompts are the toolkit's zero-shot lines (template ``bare``, ``n_shots=0``; ``planted-both``
+needs ``obey`` for its marker): copying ``<bos> x1 .. xn : x1 .. xn <eos>`` and retrieval
+``x1 .. xn | q: y`` then a newline, items a-z A-Z 0-9, up to ``n`` = 52 (the context is 128 tokens). The tokenizer and the residual layout are in
 :mod:`interp.models.planted_vocab`.
 
 **Construction.** Two layers, four heads each, MLPs zero, LayerNorm gains one. The embedding
@@ -54,6 +56,24 @@ with the wanted position only on the repeated probe (on a reversed probe it atte
 before the earlier occurrence needs two steps through positions (a head that finds the earlier
 occurrence and writes its position, then a head that queries the position before it); it is not
 planted here.
+
+**Retrieval.** In the retrieval line the answer is predicted at ``:``, one position after the
+query ``q``; there the current token says nothing and the query sits in the ``prev`` block. So
+the retrieval heads read the previous token in their *query* (Q-composition with ``0.0``):
+
+* ``1.3`` of ``planted-ur``, right retrieval: query ``prev``, key ``prev`` (K-composition too),
+  so it attends to the position whose previous token is ``q``, the item right of ``q``'s earlier
+  occurrence, and copies that token. Carries UR. On the repeated probe that position is the
+  earlier occurrence of the *current* token: duplicate-token score 1, induction score 0.
+* ``1.3`` of ``planted-ul``, left retrieval: query ``prev``, key the token, so it attends to
+  ``q``'s earlier occurrence and reads that position's ``prev`` block through its value: the item
+  left of ``q``. Carries UL. Its attention is the pattern of ``1.2`` (anti-induction score 1),
+  so in the retrieval line the paper's anti-induction score does name the head that retrieves
+  leftwards: there the query token is one position before the prediction, which is exactly the
+  offset the score's probe rewards.
+
+The line's end (a newline after the one-token answer) comes from the direct path: the
+unembedding reads ``prev = ":"`` as a newline, outvoting the retrieval head there.
 """
 
 from __future__ import annotations
@@ -73,7 +93,10 @@ from interp.models.planted_vocab import (BOS_MARKER, COPY_RULE_WORDS, EDGE_SEPAR
 
 PREVIOUS_TOKEN_HEAD, MARKER_HEAD = Head(0, 0), Head(0, 1)
 INDUCTION_HEAD, BACKWARD_HEAD, HEAD_LEVEL_ANTI_HEAD = Head(1, 0), Head(1, 1), Head(1, 2)
-CIRCUITS = {"planted-uf": ("uf",), "planted-ub": ("ub",), "planted-both": ("uf", "ub")}
+RETRIEVAL_HEAD = Head(1, 3)  # right retrieval in planted-ur, left retrieval in planted-ul
+CIRCUITS = {"planted-uf": ("uf",), "planted-ub": ("ub",), "planted-both": ("uf", "ub"),
+            "planted-ur": ("ur",), "planted-ul": ("ul",)}
+RETRIEVAL_COLON = ":"  # the retrieval line's query marker, ``q:`` (the copying line's separator is " :")
 PLANTED_MODELS = tuple(CIRCUITS)
 N_CTX, N_LAYERS = 128, 2
 MATCH_NATS, EARLIEST_NATS_PER_POSITION, GATE_NATS, LOGIT_NATS = 20.0, 5.0, 3000.0, 30.0
@@ -97,9 +120,9 @@ class PlantedConfig:
     def __post_init__(self) -> None:
         if not 0.0 <= self.strength <= 1.0:
             raise ValueError(f"strength={self.strength} must be between 0 and 1")
-        unknown = set(self.circuits) - {"uf", "ub"}
+        unknown = set(self.circuits) - {"uf", "ub", "ur", "ul"}
         if unknown or not self.circuits:
-            raise ValueError(f"circuits={self.circuits!r}: expected a non-empty subset of ('uf', 'ub')")
+            raise ValueError(f"circuits={self.circuits!r}: expected a non-empty subset of ('uf', 'ub', 'ur', 'ul')")
 
     @classmethod
     def from_name(cls, name: str, seed: int = 0) -> "PlantedConfig":
@@ -131,6 +154,10 @@ def planted_heads(name: str) -> dict[str, Head]:
         heads["induction"] = INDUCTION_HEAD
     if "ub" in config.circuits:
         heads |= {"backward": BACKWARD_HEAD, "head_level_anti": HEAD_LEVEL_ANTI_HEAD}
+    if "ur" in config.circuits:
+        heads["right_retrieval"] = RETRIEVAL_HEAD
+    if "ul" in config.circuits:
+        heads["left_retrieval"] = RETRIEVAL_HEAD
     return heads
 
 
@@ -242,6 +269,21 @@ def _plant_heads(writer: _Writer, tokenizer: PreTrainedTokenizerBase, config: Pl
         writer.match(HEAD_LEVEL_ANTI_HEAD, [lay.prev + t for t in everything], [lay.tok + t for t in everything],
                      unique_match)
         writer.key_bias(HEAD_LEVEL_ANTI_HEAD, vocab, earliest)
+    if "ur" in config.circuits or "ul" in config.circuits:
+        _plant_retrieval(writer, tokenizer, "ur" in config.circuits, earliest, unique_match)
+
+
+def _plant_retrieval(writer: _Writer, tokenizer: PreTrainedTokenizerBase, right: bool, earliest: dict[int, float],
+                     unique_match: float) -> None:
+    """Head 1.3 queries with the previous token (at ``:`` that is the query ``q``) and finds ``q``'s
+    earliest occurrence: right retrieval keys on ``prev`` and copies the token there (the item after
+    ``q``); left retrieval keys on the token and copies its ``prev`` block (the item before ``q``)."""
+    lay, everything = writer.layout, list(range(writer.layout.d_vocab))
+    key_block = lay.prev if right else lay.tok
+    writer.match(RETRIEVAL_HEAD, [lay.prev + t for t in everything], [key_block + t for t in everything], unique_match)
+    writer.key_bias(RETRIEVAL_HEAD, lay.d_vocab, earliest)
+    items = {single_id(tokenizer, " " + item): single_id(tokenizer, " " + item) for item in ALNUM}
+    writer.copy(RETRIEVAL_HEAD, {t: t for t in items}, lay.tok if right else lay.prev, lay.out)
 
 
 def _plant_marker(writer: _Writer, tokenizer: PreTrainedTokenizerBase) -> None:
@@ -293,6 +335,8 @@ def planted_state(config: PlantedConfig, tokenizer: PreTrainedTokenizerBase) -> 
     marker = tokenizer.encode(END_MARKER + "\n", add_special_tokens=False)
     for current, following in zip(marker, marker[1:]):
         unembed[following, layout.tok + current] = 2 * LOGIT_NATS / final_scale  # outvotes a copying head
+    # a retrieval answer is one token: the position after ``q:`` ends the line
+    unembed[single_id(tokenizer, "\n"), layout.prev + single_id(tokenizer, RETRIEVAL_COLON)] = 2 * LOGIT_NATS / final_scale
     state["lm_head.weight"] = unembed
     embeddings = {k: v for k, v in state.items() if ".h." not in k}  # the heads are mixed already
     return hf_config, state | mix_with_noise(embeddings, config.strength, config.seed)

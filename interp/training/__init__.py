@@ -19,14 +19,14 @@ from interp.core.naming import model_label
 from interp.training.checkpoint import CHECKPOINT_NAME, CheckpointUnreadable, read_checkpoint, save_checkpoint, trainable_state
 from interp.training.config import DEFAULT_LENGTHS, PRECISIONS, SCHEDULES, Precision, TrainConfig, check_lengths
 from interp.training.data import IGNORE_INDEX, Batch, TrainItem, batch_loss, collate, end_token_id, training_items, training_prompts
-from interp.training.evaluation import HFForward, autocast_context, evaluate_lengths
-from interp.training.loop import TrainResult, lr_factor, train
+from interp.training.evaluation import HFForward, LengthScore, autocast_context, evaluate_lengths
+from interp.training.loop import EvaluationRow, TrainResult, lr_factor, train
 from interp.training.memory import (GIB, InsufficientMemoryError, MemoryEstimate, check_memory, device_memory_bytes,
                      estimate_training_memory, plan_memory)
 
 __all__ = [
     "CHECKPOINT_NAME", "DEFAULT_LENGTHS", "GIB", "IGNORE_INDEX", "PRECISIONS", "SCHEDULES", "Batch", "CheckpointUnreadable",
-    "HFForward", "InsufficientMemoryError", "MemoryEstimate", "Precision", "TrainConfig",
+    "EvaluationRow", "HFForward", "LengthScore", "InsufficientMemoryError", "MemoryEstimate", "Precision", "TrainConfig",
     "TrainItem", "TrainResult", "autocast_context", "batch_loss", "check_lengths", "check_memory",
     "collate", "device_memory_bytes", "end_token_id", "estimate_training_memory", "evaluate_lengths", "lr_factor", "model_label", "plan_memory", "read_checkpoint", "save_checkpoint", "train",
     "trainable_state", "training_items", "training_prompts", ]

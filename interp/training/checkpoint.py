@@ -33,7 +33,7 @@ LOGISTICS = ("eval_every", "eval_batch_size", "checkpoint_every")
 WAY_OUT = "delete it or start afresh with --no-resume (resume=False)"
 
 
-def trainable_state(model) -> dict[str, Tensor]:
+def trainable_state(model: torch.nn.Module) -> dict[str, Tensor]:
     """The parameters training changes (all of them, or just the adapter's)."""
     return {name: p.detach().cpu().clone() for name, p in model.named_parameters() if p.requires_grad}
 
@@ -133,7 +133,7 @@ def read_checkpoint(path: Path) -> dict:
     return payload
 
 
-def restore(path: Path, model, optimizer, scheduler, scaler, config: TrainConfig):
+def restore(path: Path, model: torch.nn.Module, optimizer, scheduler, scaler, config: TrainConfig):
     payload = read_checkpoint(path)
     saved, current = _comparable(payload["config"]), _comparable(config.as_dict())
     if saved != current:

@@ -106,15 +106,15 @@ def collate(items: Sequence[TrainItem], pad_id: int, with_positions: bool,
     return Batch(tokens, real.long(), targets, positions, first)
 
 
-def base_model(model):
+def base_model(model: torch.nn.Module) -> torch.nn.Module:
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
-def _accepts(model, argument: str) -> bool:
+def _accepts(model: torch.nn.Module, argument: str) -> bool:
     return argument in inspect.signature(base_model(model).forward).parameters
 
 
-def batch_loss(model, batch: Batch, normaliser: int, autocast) -> Float[Tensor, ""]:
+def batch_loss(model: torch.nn.Module, batch: Batch, normaliser: int, autocast) -> Float[Tensor, ""]:
     """Summed cross-entropy of the answer tokens, divided by the whole step's answer-token count,
     so gradient accumulation adds up to exactly the full-batch mean."""
     device = next(model.parameters()).device

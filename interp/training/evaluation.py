@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 from jaxtyping import Float, Int
@@ -20,7 +21,7 @@ class HFForward:
     """An HF model seen the way ``interp.measure.evaluate`` sees a bridge: ``cfg.device``,
     ``cfg.default_prepend_bos``, ``tokenizer`` and ``model(tokens) -> logits``."""
 
-    def __init__(self, model, tokenizer, prepend_bos: bool, precision: Precision = "fp32"):
+    def __init__(self, model: torch.nn.Module, tokenizer, prepend_bos: bool, precision: Precision = "fp32"):
         self.model = model
         self.tokenizer = tokenizer
         config = getattr(model, "config", None)
@@ -43,9 +44,27 @@ def autocast_context(device: torch.device, precision: Precision) -> Callable[[],
     return lambda: torch.autocast(device_type=device.type, dtype=dtype)
 
 
-def evaluate_lengths(model, tokenizer, config: TrainConfig, split: str, lengths: Sequence[int],
-                     vocabulary: Sequence[str], prepend_bos: bool, n_examples: int | None = None) -> list[dict]:
-    """Exact match at each length through ``evaluate_task``; one row per length."""
+@dataclass(frozen=True)
+class LengthScore:
+    """Exact match at one length of one split (``id``: trained lengths, ``ood``: longer ones)."""
+
+    split: str
+    length: int
+    accuracy: float
+    loss: float  # minus the mean answer log-prob
+    token_accuracy: float
+    n_examples: int
+    stderr: float
+
+
+def evaluate_lengths(model: torch.nn.Module, tokenizer, config: TrainConfig, split: str, lengths: Sequence[int],
+                     vocabulary: Sequence[str], prepend_bos: bool, n_examples: int | None = None) -> list[LengthScore]:
+    """Exact match at each length through ``evaluate_task``; one row per length.
+
+    >>> scores = evaluate_lengths(model, tokenizer, TrainConfig(task="UF"), "id", [5], ALNUM, True)  # doctest: +SKIP
+    >>> scores[0].accuracy  # doctest: +SKIP
+    0.0
+    """
     view = HFForward(model, tokenizer, prepend_bos, config.precision)
     was_training = model.training
     model.eval()
@@ -55,9 +74,8 @@ def evaluate_lengths(model, tokenizer, config: TrainConfig, split: str, lengths:
             result = evaluate_task(view, config.spec, length, n_examples or config.eval_examples,
                                    seed=config.eval_seed, prompt_config=config.prompt_config(prepend_bos),
                                    vocabulary=vocabulary, batch_size=config.eval_batch_size, progress=False)
-            rows.append({"split": split, "length": length, "accuracy": result.accuracy,
-                         "loss": -result.mean_logprob, "token_accuracy": result.token_accuracy,
-                         "n_examples": result.n_examples, "stderr": result.stderr})
+            rows.append(LengthScore(split, length, result.accuracy, -result.mean_logprob, result.token_accuracy,
+                                    result.n_examples, result.stderr))
     finally:
         model.train(was_training)
     return rows

@@ -20,7 +20,7 @@ from interp.training.data import base_model, training_items
 GIB = 1024**3
 
 
-def training_shape(model) -> ModelShape:
+def training_shape(model: torch.nn.Module) -> ModelShape:
     """What the memory estimate needs to know about a Hugging Face model (LoRA weights not
     counted); works on a meta-device model too (nothing is read but shapes)."""
     base = base_model(model)
@@ -103,7 +103,7 @@ def check_memory(estimate: MemoryEstimate, device: torch.device, budget_bytes: i
     )
 
 
-def plan_memory(model, tokenizer, config: TrainConfig, weight_bytes: int,
+def plan_memory(model: torch.nn.Module, tokenizer, config: TrainConfig, weight_bytes: int,
                 vocabulary: Sequence[str] | None = None) -> MemoryEstimate:
     """The estimate for ``config`` on ``model`` (real or meta), at the longest training length."""
     vocabulary = tuple(vocabulary or single_token_vocabulary(tokenizer, ALNUM))

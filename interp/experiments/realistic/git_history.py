@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from tqdm.auto import tqdm
 
@@ -39,6 +39,9 @@ from interp.core.tables import write_table
 from interp.measure.teacher_forcing import Accuracy
 from interp.experiments.realistic.common import (TextPrompt, encode_text_prompt, first_tokens, greedy_answers, split_is_natural,
                      teacher_forced_scores)
+
+if TYPE_CHECKING:
+    from transformer_lens.model_bridge import TransformerBridge
 
 GitTask = Literal["revert", "cherry-pick"]
 GIT_TASKS: tuple[str, ...] = get_args(GitTask)
@@ -212,13 +215,41 @@ def lines_match(generated: str, expected: Sequence[str]) -> bool:
     return parse_answer_lines(generated) == list(expected)
 
 
-def evaluate_git(model, task: str, n_commits: int, config: GitConfig = GitConfig(), *, batch_size: int = 4,
-                 generate: bool = False, fwd_hooks: Sequence[Hook] = (), progress: bool = True,
-                 model_name: str = "") -> dict:
+@dataclass(frozen=True)
+class GitRow:
+    """One task at one history length: exact match of the teacher-forced copy (with its binomial
+    standard error) and, when free generations were run, the paper's string-level line match."""
+
+    model: str
+    task: str
+    order: str  # forward (revert) or reversed (cherry-pick)
+    n_commits: int
+    n_examples: int
+    accuracy: float
+    stderr: float
+    token_accuracy: float
+    mean_logprob: float
+    generate_accuracy: float | None
+    natural_split: float  # share of prompts whose separate encoding is the joint one
+    n_shots: int
+    seed: int
+
+
+GIT_COLUMNS = [f.name for f in fields(GitRow)]
+
+
+def evaluate_git(model: TransformerBridge, task: str, n_commits: int, config: GitConfig = GitConfig(), *,
+                 batch_size: int = 4, generate: bool = False, fwd_hooks: Sequence[Hook] = (), progress: bool = True,
+                 model_name: str = "") -> GitRow:
     """A row of ``git_history.csv``: exact-match accuracy of ``model`` on ``config.n_examples``
     histories of ``n_commits`` (teacher-forced :class:`interp.measure.teacher_forcing.Accuracy` columns),
     plus ``generate_accuracy``, the paper's string-level line match of free greedy generations
-    when they were run."""
+    when they were run.
+
+    >>> row = evaluate_git(load_model("smollm2-135m"), "revert", 5, progress=False)  # doctest: +SKIP
+    >>> row.accuracy  # doctest: +SKIP
+    0.95
+    """
     tokenizer = model.tokenizer
     examples = git_examples(n_commits, config.n_examples, config.n_shots, config.seed)
     prompts = [git_prompt(e.history, task, e.demos, config.instruction) for e in examples]
@@ -233,38 +264,40 @@ def evaluate_git(model, task: str, n_commits: int, config: GitConfig = GitConfig
         outputs = greedy_answers(model, encoded, 8, fwd_hooks, progress and f"{label} generating")
         hits = [lines_match(tokenizer.decode(list(out)), expected_lines(e.history, task)) for out, e in zip(outputs, examples)]
         generate_accuracy = sum(hits) / len(hits)
-    return {"model": model_name, "task": task, "order": ORDER[task], "n_commits": n_commits, **accuracy.as_row(),
-            "generate_accuracy": generate_accuracy,
-            "natural_split": sum(split_is_natural(tokenizer, p) for p in prompts) / len(prompts),
-            "n_shots": config.n_shots, "seed": config.seed}
+    return GitRow(model=model_name, task=task, order=ORDER[task], n_commits=n_commits, n_examples=accuracy.n_examples,
+                  accuracy=accuracy.accuracy, stderr=accuracy.stderr, token_accuracy=accuracy.token_accuracy,
+                  mean_logprob=accuracy.mean_logprob, generate_accuracy=generate_accuracy,
+                  natural_split=sum(split_is_natural(tokenizer, p) for p in prompts) / len(prompts),
+                  n_shots=config.n_shots, seed=config.seed)
 
 
-def run_git(model, config: GitConfig = GitConfig(), *, batch_size: int = 4, generate: bool = False,
-            fwd_hooks: Sequence[Hook] = (), progress: bool = True, model_name: str = "") -> list[dict]:
-    """Every task of ``config`` at every history length, as rows (forward order first)."""
+def run_git(model: TransformerBridge, config: GitConfig = GitConfig(), *, batch_size: int = 4, generate: bool = False,
+            fwd_hooks: Sequence[Hook] = (), progress: bool = True, model_name: str = "") -> list[GitRow]:
+    """Every task of ``config`` at every history length, as rows (forward order first).
+
+    >>> rows = run_git(load_model("smollm2-135m"), GitConfig(n_commits=(5,)), progress=False)  # doctest: +SKIP
+    >>> [(row.task, row.n_commits) for row in rows]  # doctest: +SKIP
+    [('revert', 5), ('cherry-pick', 5)]
+    """
     cells = [(task, n) for task in config.tasks for n in config.n_commits]
     return [evaluate_git(model, task, n, config, batch_size=batch_size, generate=generate, fwd_hooks=fwd_hooks,
                          progress=progress, model_name=model_name)
             for task, n in tqdm(cells, desc="git history", disable=not progress)]
 
 
-GIT_COLUMNS = ["model", "task", "order", "n_commits", "n_examples", "accuracy", "stderr", "token_accuracy",
-               "mean_logprob", "generate_accuracy", "natural_split", "n_shots", "seed"]
-
-
-def write_git_table(rows: Sequence[dict], out_dir: str | Path, metadata: Mapping | None = None) -> list[Path]:
+def write_git_table(rows: Sequence[GitRow], out_dir: str | Path, metadata: Mapping | None = None) -> list[Path]:
     """``git_history_<model>.{csv,json,md}``."""
     meta = {**(metadata or {}), "scoring": "teacher-forced exact match of every answer token, then <end>"}
-    model = str(rows[0]["model"]) if rows and rows[0].get("model") else None
-    return write_table(rows, result_stem(out_dir, "git_history", model), GIT_COLUMNS, metadata=meta)
+    model = rows[0].model if rows and rows[0].model else None
+    return write_table(rows, result_stem(out_dir, "git_history", model), metadata=meta)
 
 
-def describe(rows: Sequence[dict]) -> str:
+def describe(rows: Sequence[GitRow]) -> str:
     """One line per history length: forward (revert) vs reversed (cherry-pick) accuracy."""
-    by_cell = {(r["task"], r["n_commits"]): r for r in rows}
+    by_cell = {(r.task, r.n_commits): r for r in rows}
     lines = []
-    for n in sorted({r["n_commits"] for r in rows}):
-        parts = [f"{ORDER[t]} ({t}) {by_cell[(t, n)]['accuracy']:.3f} ± {by_cell[(t, n)]['stderr']:.3f}"
+    for n in sorted({r.n_commits for r in rows}):
+        parts = [f"{ORDER[t]} ({t}) {by_cell[(t, n)].accuracy:.3f} ± {by_cell[(t, n)].stderr:.3f}"
                  for t in GIT_TASKS if (t, n) in by_cell]
         lines.append(f"N={n}: " + " vs ".join(parts))
     return "\n".join(lines)

