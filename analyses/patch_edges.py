@@ -1,6 +1,6 @@
 """Edge patching (the paper's section 4.4): at the last copy of 11-shot unique-copying prompts, remove the
 induction edges (their keys) or the anti-induction edges (their values) in all layers and heads, replacing them
-by a run without previous-token edges, and score the copy (teacher forced: all-correct accuracy, cross-entropy).
+by a run without previous-token edges, and score the copy (teacher forced: all-correct accuracy, mean log-prob).
 
     python analyses/patch_edges.py                        # embedded SmolLM2-135M, UF and UB, L = 3, 5, 7, 9
     python analyses/patch_edges.py --adapter ub           # the same model with the LoRA adapter trained on UB
@@ -14,7 +14,9 @@ edges patched alone, all heads) runs on the first --sweep-n prompts at the longe
 BOS when the model's own tokenizer adds one (--bos overrides; the paper's code adds the tokenizer's BOS whenever
 it has one). Writes results/edge_patching_<model>.{csv,json,md} and the sweep's edge_patching_layers_<model>.*
 (the model's name carries its adapter, e.g. smollm2-135m+ub; single-shot runs end in _single-shot). A killed run started again with the same arguments
-resumes from its finished cells. Accuracy intervals are Wilson 95%; loss is mean ± s.e.
+resumes from its finished cells. Accuracy carries its binomial s.e. and Wilson 95% interval; the copy's mean
+log-prob (the negative of the paper's loss) its mean ± s.e. Tables written with the earlier columns (n, loss,
+accuracy_lo/hi) are rewritten by ``python -m interp.experiments.edge_study upgrade FILE.csv``.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from interp.cli import (Parser, add_model_args, add_output_args, fail, index_lis
 from interp.core.journal import RowJournal
 from interp.core.naming import model_name, slug
 from interp.core.tables import to_markdown, write_table
-from interp.experiments.edge_study import (EDGE_ROW_SHAPE, EdgeStudyConfig, claim_summary, edge_study, summary_table,
-                                           sweep_summary)
+from interp.experiments.edge_study import (CI_NOTE, EDGE_ROW_SHAPE, EdgeStudyConfig, claim_summary, edge_study,
+                                           summary_table, sweep_summary)
 from interp.interventions.edges.data import FORMATS, TASKS, check_length
 from interp.interventions.edges.preflight import check_request, model_shape
 from interp.models.shape import ModelShape
@@ -123,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     suffix = "_single-shot" if config.prompt_format == "single-shot" else ""
     stems = {"main": args.out / f"edge_patching_{slug(label)}{suffix}",
              "layers": args.out / f"edge_patching_layers_{slug(label)}{suffix}"}
-    metadata = {"config": asdict(config), "model": label, "ci": "accuracy: Wilson 95%; loss: mean and standard error"}
+    metadata = {"config": asdict(config), "model": label, "ci": CI_NOTE}
     journal = RowJournal(stems["main"], metadata, EDGE_ROW_SHAPE)
     main_rows, sweep_rows = edge_study(model, config, model_label=label, adapter=args.adapter, progress=not args.quiet,
                                        journal=journal)
@@ -131,10 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     written += journal.finish(main_rows, metadata=metadata)
     elapsed = time.perf_counter() - started
 
-    print(f"\nedge patching, {label}: accuracy [Wilson 95%], loss ± s.e.\n")
+    print(f"\nedge patching, {label}: accuracy [Wilson 95%], mean log-prob ± s.e.\n")
     print(to_markdown(summary_table(main_rows)))
     if sweep_rows:
-        print("per-layer sweep, layers whose edges alone raise the loss most:\n")
+        print("per-layer sweep, layers whose edges alone lower the mean log-prob most:\n")
         print(to_markdown(sweep_summary(sweep_rows)))
     for line in claim_summary(main_rows):
         print(line)

@@ -10,7 +10,8 @@ from interp.core.heads import Head
 from interp.prompts import PromptConfig, encode_prompts
 from interp.interventions.sweep import head_sweep
 from interp.interventions.replay import run_clean
-from interp.measure.teacher_forcing import AnswerPositions, AnswerScores, scores_from_logits, select_positions_hook, teacher_forced_scores
+from interp.measure.teacher_forcing import (AnswerPositions, AnswerScores, answer_slice, score_answer, select_positions_hook,
+                                            teacher_forced_scores)
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +67,12 @@ def test_linear_case_is_exact(tiny_llama, uf_prompts, means, kind):
             exact = metric(tiny_llama.run_with_hooks(tokens, fwd_hooks=hooks)) - clean
             assert torch.allclose(delta[:, last, head], exact, atol=1e-6, rtol=0), (head, delta[:, last, head], exact)
             assert exact.abs().max() > 1e-3  # the check has something to check
+
+
+def scores_from_logits(logits, batch, keep_predictions=False):
+    """The reference: each prompt's answer rows sliced out of logits at every position."""
+    rows = [score_answer(logits[row, answer_slice(p)], p.answer_ids, p.end) for row, p in enumerate(batch)]
+    return AnswerScores.from_rows(rows, keep_predictions)
 
 
 def test_metric_is_the_sweeps_mean_logprob(tiny_llama, mixed_prompts):

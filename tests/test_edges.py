@@ -15,8 +15,8 @@ from interp.interventions.edges import EdgePatch, Edges, attention_layout, captu
 from interp.interventions.edges.branching import branch, run_branched
 from interp.figures.edges import edge_figures, edge_layer_figure, edge_patching_figure
 from interp.interventions.edges.reference import ReferencePatch, reference_run
-from interp.experiments.edge_study import CONDITIONS, Branch, EdgeStudyConfig, branch_logits, edge_study
-from interp.core.stats import mean_and_sem, wilson_interval
+from interp.experiments.edge_study import CONDITIONS, Branch, EdgeStudyConfig, branch_logits, edge_study, upgrade_row
+from interp.core.stats import binomial_stderr, mean_and_sem, wilson_interval
 from interp.models import bridge_from_hf, tiny_tokenizer
 from interp.core.tables import read_csv
 
@@ -235,14 +235,35 @@ def test_intervals():
     assert mean == 2.0 and se == pytest.approx(1 / math.sqrt(3))
 
 
+def _old_columns(row: dict) -> dict:
+    """``row`` as the edge study wrote it before ``AnswerScores``/``Accuracy`` (n, accuracy_lo/hi, loss, ...)."""
+    old = {}
+    for key, value in row.items():
+        if key == "n_examples":
+            old |= {"n": value, "accuracy": row["accuracy"], "accuracy_lo": row["ci_low"], "accuracy_hi": row["ci_high"],
+                    "loss": -row["mean_logprob"], "loss_se": row["mean_logprob_se"], "token_accuracy": row["token_accuracy"]}
+        elif key == "delta_mean_logprob":
+            old["delta_loss"] = -value
+        elif key not in ("accuracy", "stderr", "ci_low", "ci_high", "mean_logprob", "mean_logprob_se", "token_accuracy"):
+            old[key] = value
+    return old
+
+
 def test_study_rows_and_layer_sweep(llama):
     config = EdgeStudyConfig(tasks=("UF",), lengths=(3,), n=3, n_shots=2, batch_size=2, sweep_n=2)
     main, sweep = edge_study(llama, config, model_label="m", progress=False)
-    assert [r["condition"] for r in main] == ["none", "induction", "anti_induction"] and all(r["n"] == 3 for r in main)
-    assert all(r["accuracy_lo"] <= r["accuracy"] <= r["accuracy_hi"] for r in main)
+    assert [r["condition"] for r in main] == ["none", "induction", "anti_induction"] and all(r["n_examples"] == 3 for r in main)
+    assert all(r["ci_low"] <= r["accuracy"] <= r["ci_high"] for r in main)
+    for r in main:  # Accuracy's columns, the one interval convention
+        assert (r["ci_low"], r["ci_high"]) == wilson_interval(round(r["accuracy"] * 3), 3)
+        assert r["stderr"] == pytest.approx(binomial_stderr(r["accuracy"], 3)) and r["mean_logprob"] < 0
     assert {(r["edge"], r["layer"]) for r in sweep} == {(e, l) for e in ("induction", "anti_induction") for l in (0, 1)}
-    assert all(r["n"] == 2 for r in sweep)
-    assert any(abs(r["delta_loss"]) > 1e-4 for r in sweep)
+    assert all(r["n_examples"] == 2 for r in sweep)
+    assert any(abs(r["delta_mean_logprob"]) > 1e-4 for r in sweep)
+    # a table with the earlier columns upgrades to exactly the columns a run writes now
+    for fresh in (main[0], sweep[0]):
+        assert list(upgrade_row(_old_columns(fresh))) == list(fresh)
+        assert upgrade_row(_old_columns(fresh)) == pytest.approx(fresh, nan_ok=True)
     with pytest.raises(ValueError, match="layer"):
         edge_study(llama, EdgeStudyConfig(tasks=("UF",), lengths=(3,), n=1, layers=(5,)), progress=False)
 
@@ -305,17 +326,21 @@ def test_script_writes_tables_and_an_interrupted_run_keeps_them(tmp_path, capsys
 
 
 def test_figures_draw_every_condition():
-    rows = [{"model": "m", "adapter": "ub", "task": t, "length": n, "condition": c, "n": 10, "accuracy": 0.5,
-             "accuracy_lo": 0.2, "accuracy_hi": 0.8, "loss": 1.0, "loss_se": 0.1}
+    rows = [{"model": "m", "adapter": "ub", "task": t, "length": n, "condition": c, "n_examples": 10, "accuracy": 0.5,
+             "ci_low": 0.2, "ci_high": 0.8, "mean_logprob": -1.0, "mean_logprob_se": 0.1, "token_accuracy": 0.5}
             for t in ("UF", "UB") for n in (3, 5) for c in CONDITIONS]
     fig = edge_patching_figure(rows)
     assert len(fig.data) == 2 * 2 * 3 and "adapter ub" in fig.layout.title.text
     assert fig.data[0].error_y.array[0] == pytest.approx(30.0)
+    assert fig.data[1].y[0] == pytest.approx(1.0)  # the loss, -mean_logprob
     layer_rows = [{"model": "m", "task": "UF", "length": 5, "edge": e, "layer": l, "delta_accuracy": -0.1,
-                   "delta_loss": 0.2, "loss_se": 0.05} for e in ("induction", "anti_induction") for l in range(3)]
-    assert len(edge_layer_figure(layer_rows).data) == 4
+                   "delta_mean_logprob": -0.2, "mean_logprob_se": 0.05} for e in ("induction", "anti_induction") for l in range(3)]
+    fig = edge_layer_figure(layer_rows)
+    assert len(fig.data) == 4 and fig.data[0].y[0] == pytest.approx(0.2)
     with pytest.raises(ValueError, match="lacks column"):
         edge_patching_figure([{"model": "m"}])
+    with pytest.raises(ValueError, match="edge_study upgrade"):
+        edge_patching_figure([_old_columns(rows[0])])
 
 
 @pytest.mark.embedded

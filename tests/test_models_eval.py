@@ -4,7 +4,8 @@ import torch
 
 from conftest import assert_same_bridge
 
-from interp.measure.evaluate import evaluate_prompts, generate_accuracy, scores_from_logits, task_prompts
+from interp.measure.evaluate import evaluate_prompts, generate_accuracy, task_prompts
+from interp.measure.teacher_forcing import AnswerPositions, AnswerScores, answer_rows, gather_positions
 from interp.models import ModelNotFoundError, load_model, resolve_device
 from interp.prompts import AnswerEnd, EncodedPrompt, PromptConfig
 from interp.data.vocab import item_token_ids, single_token_vocabulary
@@ -35,6 +36,11 @@ def test_tiny_tokenizer_items_are_single_tokens(tiny_llama):
     assert len(single_token_vocabulary(tiny_llama.tokenizer)) == 62
     with pytest.raises(ValueError, match="not single tokens"):
         item_token_ids(tiny_llama.tokenizer, ["abcdefgh"])
+
+
+def scores_from_logits(logits, batch):
+    """Scores from logits at every position, read at each prompt's answer positions."""
+    return AnswerScores.from_rows(answer_rows(gather_positions(logits, AnswerPositions.of(batch).positions), batch))
 
 
 def test_teacher_forced_exact_match_logic():

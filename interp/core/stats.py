@@ -8,7 +8,11 @@ from collections.abc import Sequence
 
 
 def binomial_stderr(p: float, n: int) -> float:
-    """Standard error of a proportion ``p`` measured on ``n`` independent trials (NaN for n = 0)."""
+    """Standard error of a proportion ``p`` measured on ``n`` independent trials (NaN for n = 0).
+
+    >>> binomial_stderr(0.5, 100)
+    0.05
+    """
     return math.sqrt(p * (1 - p) / n) if n else float("nan")
 
 
@@ -17,7 +21,11 @@ Z_95 = 1.959963984540054
 
 def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
     """Wilson score interval of a proportion: unlike p ± 1.96 s.e. it stays inside [0, 1] and is
-    not empty at 0 / n or n / n, where small evaluations often land."""
+    not empty at 0 / n or n / n, where small evaluations often land.
+
+    >>> [round(bound, 3) for bound in wilson_interval(0, 10)]
+    [0.0, 0.278]
+    """
     if n == 0:
         return math.nan, math.nan
     p = successes / n
@@ -29,8 +37,28 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     return lower, upper
 
 
+def difference_interval(a: tuple[int, int], b: tuple[int, int], z: float = Z_95) -> tuple[float, float, float]:
+    """``p_a - p_b`` of two proportions given as ``(successes, n)``, and its interval (Newcombe's
+    hybrid score method, his method 10, from the two Wilson intervals).
+
+    >>> d, lo, hi = difference_interval((30, 30), (0, 30))
+    >>> round(d, 2), lo > 0.8
+    (1.0, True)
+    """
+    (xa, na), (xb, nb) = a, b
+    pa, pb = xa / na, xb / nb
+    la, ua = wilson_interval(xa, na, z)
+    lb, ub = wilson_interval(xb, nb, z)
+    d = pa - pb
+    return d, d - math.sqrt((pa - la) ** 2 + (ub - pb) ** 2), d + math.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)
+
+
 def mean_and_sem(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and its standard error (NaN when there are too few values to say)."""
+    """Mean and its standard error (NaN when there are too few values to say).
+
+    >>> mean_and_sem([1.0, 2.0, 3.0])
+    (2.0, 0.5773502691896258)
+    """
     if not values:
         return math.nan, math.nan
     mean = statistics.fmean(values)

@@ -9,38 +9,43 @@ Per (task, length) cell and batch of prompts, two forward passes:
    induction edges' keys replaced, anti-induction edges' values replaced, and one branch per layer and edge
    kind for the sweep); logits only at the scored positions.
 
-Scoring as the repo's ``patch_induction_heads.py``: teacher forced, ``correct`` = argmax right at all ``L``
-copy tokens, ``loss`` = mean cross-entropy over them. The first copy token is predicted at the ``,`` before the
-copy, which no patched edge touches (the repo patches queries at the copy only); the last copy token's query
-predicts EOS, which is not scored, so it is not computed.
+Scoring as the repo's ``patch_induction_heads.py``, through the toolkit's one teacher-forced result type
+(:class:`~interp.measure.teacher_forcing.AnswerScores` per branch, summarised by ``Accuracy``): ``correct`` =
+argmax right at all ``L`` copy tokens, ``mean_logprob`` = mean log-probability of them (the repo's loss is its
+negative). The first copy token is predicted at the ``,`` before the copy, which no patched edge touches (the
+repo patches queries at the copy only); the last copy token's query predicts EOS, which is not scored, so it is
+not computed. :func:`upgrade_row` rewrites tables with the earlier columns (``n``, ``loss``, ...) to these.
 """
 
 from __future__ import annotations
 
-import math
+import json
+import sys
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import torch
-from jaxtyping import Bool, Float, Int
+from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from interp.core.journal import RowJournal, RowShape
 from interp.core.naming import CONDITION_LABELS
-from interp.core.stats import mean_and_sem, wilson_interval
+from interp.core.stats import binomial_stderr, mean_and_sem
+from interp.core.tables import read_csv, stem_file, write_table
 from interp.interventions.edges.branching import BranchedTokens, branch, logits_from_hook, run_branched
 from interp.interventions.edges.data import DEFAULT_SHOTS, TASKS, CopyingPrompts, check_format, check_length, check_task, copying_prompts
 from interp.interventions.edges.patching import (AttentionLayout, EdgePatch, Edges, attention_layout, capture_source_hooks, check_heads, check_layers,
                        cut, edge_patch_hooks)
+from interp.measure.teacher_forcing import Accuracy, AnswerScores, score_answer
+from interp.prompts import AnswerEnd
+from interp.models.bridge import TransformerBridge
 
 # condition -> (edge set whose edges are patched, what is replaced); "none" is the clean continuation
-CONDITIONS: dict[str, tuple[str, str] | None] = {
-    "none": None,
-    "induction": ("induction", "key"),
-    "anti_induction": ("anti_induction", "value"),
-}
+CONDITIONS: dict[str, tuple[str, str] | None] = {"none": None, "induction": ("induction", "key"),
+                                                  "anti_induction": ("anti_induction", "value")}
 
 
 @dataclass(frozen=True)
@@ -91,17 +96,6 @@ class Branch:
     sweep: bool = False  # a per-layer sweep branch (kept apart even when its layers equal the configured ones)
 
 
-@dataclass
-class CellResult:
-    """Per-prompt scores of one (task, length) cell, per branch."""
-
-    task: str
-    length: int
-    correct: dict[Branch, list[bool]] = field(default_factory=lambda: defaultdict(list))
-    loss: dict[Branch, list[float]] = field(default_factory=lambda: defaultdict(list))
-    token_accuracy: dict[Branch, list[float]] = field(default_factory=lambda: defaultdict(list))
-
-
 def branches_for(config: EdgeStudyConfig, layout: AttentionLayout, swept: bool) -> list[Branch]:
     main = [Branch(name, config.layers) for name in CONDITIONS]
     if not swept:
@@ -110,16 +104,17 @@ def branches_for(config: EdgeStudyConfig, layout: AttentionLayout, swept: bool) 
                    for layer in range(layout.n_layers)]
 
 
-def score_copy(logits: Float[Tensor, "batch copy d_vocab"], targets: Int[Tensor, "batch copy"]
-               ) -> tuple[Bool[Tensor, " batch"], Float[Tensor, " batch"], Float[Tensor, " batch"]]:
-    """All-tokens-correct, mean cross-entropy and per-token accuracy of teacher-forced copy logits."""
-    logits, targets = logits.float(), targets.to(logits.device)
-    hits = logits.argmax(-1) == targets
-    loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none").mean(-1)
-    return hits.all(-1).cpu(), loss.cpu(), hits.float().mean(-1).cpu()
+def copy_scores(logits: Float[Tensor, "batch copy d_vocab"], targets: Int[Tensor, "batch copy"]) -> AnswerScores:
+    """Teacher-forced copy logits scored as every answer in the toolkit is (``score_answer``); no end marker,
+    since the position after the copy is not computed.
+
+    >>> copy_scores(torch.eye(5)[None, [1, 2]] * 9, torch.tensor([[1, 2]])).correct.tolist()
+    [True]
+    """
+    return AnswerScores.from_rows([score_answer(row, ids, AnswerEnd.not_required()) for row, ids in zip(logits, targets.tolist())])
 
 
-def counterfactual_sources(model, layout: AttentionLayout, prompts: CopyingPrompts, rows: slice):
+def counterfactual_sources(model: TransformerBridge, layout: AttentionLayout, prompts: CopyingPrompts, rows: slice):
     """Keys and values of the last shot's string when every previous-token edge before the copy is cut."""
     trunk = prompts.tokens[rows, : prompts.copy_start]
     positions = torch.arange(prompts.string_start, prompts.copy_start).expand(trunk.shape[0], -1)
@@ -146,7 +141,7 @@ def branch_patches(prompts: CopyingPrompts, branched: BranchedTokens, branches: 
     return patches
 
 
-def branch_logits(model, layout: AttentionLayout, prompts: CopyingPrompts, rows: slice, branches: Sequence[Branch],
+def branch_logits(model: TransformerBridge, layout: AttentionLayout, prompts: CopyingPrompts, rows: slice, branches: Sequence[Branch],
                   heads: tuple[int, ...] | None = None) -> dict[Branch, Float[Tensor, "batch copy d_vocab"]]:
     """Logits at the scored positions of the prompts in ``rows`` under every branch, from one counterfactual
     and one branched forward pass."""
@@ -163,70 +158,65 @@ def branch_logits(model, layout: AttentionLayout, prompts: CopyingPrompts, rows:
     return picked
 
 
-def score_batch(model, layout: AttentionLayout, prompts: CopyingPrompts, rows: slice, branches: Sequence[Branch],
-                heads: tuple[int, ...] | None = None) -> dict[Branch, tuple[Tensor, Tensor, Tensor]]:
-    """(correct, loss, token accuracy) of the prompts in ``rows`` under every branch."""
-    targets = prompts.targets()[rows]
-    return {spec: score_copy(logits, targets)
-            for spec, logits in branch_logits(model, layout, prompts, rows, branches, heads).items()}
+def branch_summary(scores: AnswerScores) -> dict:
+    """``Accuracy``'s columns, and the standard error of the mean log-prob (the figures' error bars).
 
-
-def summary_row(correct: Sequence[bool], loss: Sequence[float], token_accuracy: Sequence[float]) -> dict:
-    n = len(correct)
-    lo, hi = wilson_interval(sum(correct), n)
-    mean_loss, loss_se = mean_and_sem(loss)
-    return {"n": n, "accuracy": sum(correct) / n if n else math.nan, "accuracy_lo": lo, "accuracy_hi": hi,
-            "loss": mean_loss, "loss_se": loss_se, "token_accuracy": sum(token_accuracy) / n if n else math.nan}
+    >>> sorted(branch_summary(AnswerScores.from_rows([(True, 1.0, -0.5, ()), (False, 0.5, -1.5, ())])))[:3]
+    ['accuracy', 'ci_high', 'ci_low']
+    """
+    return Accuracy.of(scores).as_row() | {"mean_logprob_se": mean_and_sem(scores.mean_logprob.tolist())[1]}
 
 
 def layers_label(layers: Sequence[int] | None) -> str:
+    """``"all"`` or ``"0;5"``.
+
+    >>> layers_label((0, 5))
+    '0;5'
+    """
     return "all" if layers is None else ";".join(map(str, layers))
 
 
-def cell_rows(result: CellResult, config: EdgeStudyConfig, meta: dict) -> tuple[list[dict], list[dict]]:
+def cell_rows(task: str, length: int, scores: Mapping[Branch, AnswerScores], config: EdgeStudyConfig,
+              meta: dict) -> tuple[list[dict], list[dict]]:
     """Table rows of one cell: one per condition, and one per (edge kind, layer) of the sweep."""
     main, sweep = [], []
+    cell = {**meta, "task": task, "length": length}
     for condition in CONDITIONS:
-        spec = Branch(condition, config.layers)
-        row = {**meta, "task": result.task, "length": result.length, "condition": condition}
-        row |= summary_row(result.correct[spec], result.loss[spec], result.token_accuracy[spec])
+        row = cell | {"condition": condition} | branch_summary(scores[Branch(condition, config.layers)])
         main.append(row | {"layers": layers_label(config.layers), "heads": layers_label(config.heads)})
-    swept = [spec for spec in result.correct if spec.sweep]
+    swept = sorted((spec for spec in scores if spec.sweep), key=lambda spec: (spec.condition, spec.layers))
     if swept:
-        n = len(result.correct[swept[0]])
-        clean = summary_row(result.correct[Branch("none", config.layers)][:n], result.loss[Branch("none", config.layers)][:n],
-                            result.token_accuracy[Branch("none", config.layers)][:n])
-        for spec in sorted(swept, key=lambda s: (s.condition, s.layers)):
-            row = {**meta, "task": result.task, "length": result.length, "edge": spec.condition, "layer": spec.layers[0]}
-            row |= summary_row(result.correct[spec], result.loss[spec], result.token_accuracy[spec])
-            row |= {"delta_accuracy": row["accuracy"] - clean["accuracy"], "delta_loss": row["loss"] - clean["loss"],
-                    "heads": layers_label(config.heads)}
+        none, n = scores[Branch("none", config.layers)], len(scores[swept[0]])  # the sweep's prompts come first
+        clean = Accuracy.of(AnswerScores(none.correct[:n], none.token_accuracy[:n], none.mean_logprob[:n]))
+        for spec in swept:
+            row = cell | {"edge": spec.condition, "layer": spec.layers[0]} | branch_summary(scores[spec])
+            row |= {"delta_accuracy": row["accuracy"] - clean.accuracy,
+                    "delta_mean_logprob": row["mean_logprob"] - clean.mean_logprob, "heads": layers_label(config.heads)}
             sweep.append(row)
     return main, sweep
 
 
-def run_cell(model, layout: AttentionLayout, prompts: CopyingPrompts, config: EdgeStudyConfig,
-             progress: tqdm | None = None) -> CellResult:
-    result = CellResult(prompts.task, prompts.length)
+def run_cell(model: TransformerBridge, layout: AttentionLayout, prompts: CopyingPrompts, config: EdgeStudyConfig,
+             progress: tqdm | None = None) -> dict[Branch, AnswerScores]:
+    """Scores of every prompt of one (task, length) cell under every branch, batch by batch."""
+    parts: dict[Branch, list[AnswerScores]] = defaultdict(list)
     swept = config.swept(prompts.length)
     boundaries = sorted({0, prompts.n, *(range(0, prompts.n, config.batch_size))} | ({config.sweep_n} if swept else set()))
     for begin, end in zip(boundaries, boundaries[1:]):
         rows = slice(begin, end)
         branches = branches_for(config, layout, swept and begin < config.sweep_n)
-        for spec, (correct, loss, token_accuracy) in score_batch(model, layout, prompts, rows, branches, config.heads).items():
-            result.correct[spec] += correct.tolist()
-            result.loss[spec] += loss.tolist()
-            result.token_accuracy[spec] += token_accuracy.tolist()
+        for spec, logits in branch_logits(model, layout, prompts, rows, branches, config.heads).items():
+            parts[spec].append(copy_scores(logits, prompts.targets()[rows]))
         if progress is not None:
             progress.update(end - begin)
-    return result
+    return {spec: AnswerScores.concat(batches) for spec, batches in parts.items()}
 
 
 # What a journal row (one finished cell) must hold to be reused by a resumed study.
 EDGE_ROW_SHAPE: RowShape = {"task": str, "length": int, "main": list, "sweep": list}
 
 
-def edge_study(model, config: EdgeStudyConfig = EdgeStudyConfig(), *, model_label: str = "", adapter: str | None = None,
+def edge_study(model: TransformerBridge, config: EdgeStudyConfig = EdgeStudyConfig(), *, model_label: str = "", adapter: str | None = None,
                progress: bool = True, journal: RowJournal | None = None,
                layout: AttentionLayout | None = None) -> tuple[list[dict], list[dict]]:
     """Run every (task, length) cell; returns (condition rows, per-layer sweep rows). With a
@@ -261,7 +251,7 @@ def edge_study(model, config: EdgeStudyConfig = EdgeStudyConfig(), *, model_labe
                 prompts = copying_prompts(model.tokenizer, task, length, config.n, n_shots=config.n_shots,
                                           seed=config.seed, prepend_bos=config.prepend_bos, fmt=config.prompt_format)
                 bar.set_postfix_str(f"{task} L={length}")
-                main, sweep = cell_rows(run_cell(model, layout, prompts, config, bar), config, meta)
+                main, sweep = cell_rows(task, length, run_cell(model, layout, prompts, config, bar), config, meta)
                 if journal is not None:
                     journal.add({"task": task, "length": length, "main": main, "sweep": sweep})
             main_rows += main
@@ -270,45 +260,136 @@ def edge_study(model, config: EdgeStudyConfig = EdgeStudyConfig(), *, model_labe
 
 
 def summary_table(rows: Sequence[dict]) -> list[dict]:
-    """One line per (task, length): accuracy [95% CI] and loss +- s.e. per condition, for printing."""
+    """One line per (task, length): accuracy [95% CI] and mean log-prob +- s.e. per condition, for printing.
+
+    >>> row = {"task": "UF", "length": 3, "n_examples": 4, "condition": "none", "accuracy": 0.5, "ci_low": 0.15,
+    ...        "ci_high": 0.85, "mean_logprob": -1.5, "mean_logprob_se": 0.25}
+    >>> summary_table([row])[0]["acc none"]
+    '0.50 [0.15, 0.85]'
+    """
     lines: dict[tuple, dict] = {}
     for row in rows:
-        line = lines.setdefault((row["task"], row["length"]), {"task": row["task"], "L": row["length"], "n": row["n"]})
-        line[f"acc {row['condition']}"] = f"{row['accuracy']:.2f} [{row['accuracy_lo']:.2f}, {row['accuracy_hi']:.2f}]"
+        line = lines.setdefault((row["task"], row["length"]), {"task": row["task"], "L": row["length"], "n": row["n_examples"]})
+        line[f"acc {row['condition']}"] = f"{row['accuracy']:.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
     for row in rows:
-        lines[(row["task"], row["length"])][f"loss {row['condition']}"] = f"{row['loss']:.2f} ± {row['loss_se']:.2f}"
+        line = lines[(row["task"], row["length"])]
+        line[f"log-prob {row['condition']}"] = f"{row['mean_logprob']:.2f} ± {row['mean_logprob_se']:.2f}"
     return list(lines.values())
 
 
 def claim_summary(rows: Sequence[dict]) -> list[str]:
-    """One line per task: accuracy pooled over lengths under each condition, and the change from none."""
+    """One line per task: accuracy pooled over lengths under each condition, and the change from none.
+
+    >>> rows = [{"task": "UF", "condition": c, "accuracy": a, "n_examples": 10}
+    ...         for c, a in (("none", 1.0), ("induction", 0.2), ("anti_induction", 0.9))]
+    >>> claim_summary(rows)[0].split("; ")[1]
+    'induction edges removed 0.20 [0.06, 0.51] (-0.80)'
+    """
     pooled: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for row in rows:
         counts = pooled[(row["task"], row["condition"])]
-        counts[0] += round(row["accuracy"] * row["n"])
-        counts[1] += row["n"]
+        counts[0] += round(row["accuracy"] * row["n_examples"])
+        counts[1] += row["n_examples"]
     lines = []
     for task in dict.fromkeys(row["task"] for row in rows):
         base = pooled[(task, "none")]
         base_acc = base[0] / base[1]
         parts = [f"{task}: no intervention {base_acc:.2f}"]
         for condition in ("induction", "anti_induction"):
-            hits, n = pooled[(task, condition)]
-            lo, hi = wilson_interval(hits, n)
-            parts.append(f"{CONDITION_LABELS[condition]} {hits / n:.2f} [{lo:.2f}, {hi:.2f}] ({hits / n - base_acc:+.2f})")
+            pooled_accuracy = Accuracy.of_counts(*pooled[(task, condition)])
+            acc, lo, hi = pooled_accuracy.accuracy, pooled_accuracy.ci_low, pooled_accuracy.ci_high
+            parts.append(f"{CONDITION_LABELS[condition]} {acc:.2f} [{lo:.2f}, {hi:.2f}] ({acc - base_acc:+.2f})")
         lines.append("; ".join(parts) + f" (all lengths pooled, n = {base[1]})")
     return lines
 
 
 def sweep_summary(rows: Sequence[dict], top: int = 3) -> list[dict]:
-    """Per (task, length, edge kind): the layers whose edges alone raise the loss most."""
+    """Per (task, length, edge kind): the layers whose edges alone lower the copy's mean log-prob most.
+
+    >>> rows = [{"task": "UF", "length": 5, "edge": "induction", "layer": layer, "n_examples": 2,
+    ...          "delta_mean_logprob": delta, "delta_accuracy": 0.0} for layer, delta in enumerate((-0.1, -2.0, 0.3))]
+    >>> sweep_summary(rows, top=2)[0]["top layers (Δ log-prob)"]
+    '1 (-2.00), 0 (-0.10)'
+    """
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for row in rows:
         groups[(row["task"], row["length"], row["edge"])].append(row)
     lines = []
     for (task, length, edge), group in groups.items():
-        best = sorted(group, key=lambda r: -r["delta_loss"])[:top]
-        lines.append({"task": task, "L": length, "edges": edge, "n": group[0]["n"],
-                      "top layers (Δ loss)": ", ".join(f"{r['layer']} ({r['delta_loss']:+.2f})" for r in best),
+        best = sorted(group, key=lambda r: r["delta_mean_logprob"])[:top]
+        lines.append({"task": task, "L": length, "edges": edge, "n": group[0]["n_examples"],
+                      "top layers (Δ log-prob)": ", ".join(f"{r['layer']} ({r['delta_mean_logprob']:+.2f})" for r in best),
                       "largest Δ accuracy": f"{min(r['delta_accuracy'] for r in group):+.2f}"})
     return lines
+
+
+CI_NOTE = "accuracy: binomial standard error and Wilson 95% interval (Accuracy); mean_logprob: mean and standard error"
+
+
+def upgrade_row(row: Mapping) -> dict:
+    """An edge table row with the earlier columns rewritten, in their place, to the current ones: ``n`` ->
+    ``n_examples``, ``accuracy_lo/hi`` -> ``ci_low/ci_high``, ``loss`` -> ``mean_logprob = -loss``, ``loss_se`` ->
+    ``mean_logprob_se``, ``delta_loss`` -> ``delta_mean_logprob = -delta_loss``, ``stderr`` from accuracy and n (a
+    current row comes back unchanged).
+
+    >>> old = {"task": "UF", "n": 4, "accuracy": 0.5, "accuracy_lo": 0.15, "accuracy_hi": 0.85, "loss": 1.5,
+    ...        "loss_se": 0.25, "token_accuracy": 0.75, "heads": "all"}
+    >>> list(upgrade_row(old).items())[1:5]
+    [('n_examples', 4), ('accuracy', 0.5), ('stderr', 0.25), ('ci_low', 0.15)]
+    >>> upgrade_row(old)["mean_logprob"], upgrade_row(upgrade_row(old)) == upgrade_row(old)
+    (-1.5, True)
+    """
+    if "n" not in row:
+        return dict(row)
+    n, accuracy = int(row["n"]), float(row["accuracy"])
+    summary = {"n_examples": n, "accuracy": accuracy, "stderr": binomial_stderr(accuracy, n), "ci_low": row["accuracy_lo"],
+               "ci_high": row["accuracy_hi"], "mean_logprob": None if row["loss"] is None else -row["loss"],
+               "token_accuracy": row["token_accuracy"], "mean_logprob_se": row["loss_se"]}
+    upgraded = {}
+    for key, value in row.items():
+        if key == "n":
+            upgraded |= summary
+        elif key == "delta_loss":
+            upgraded["delta_mean_logprob"] = None if value is None else -value
+        elif key not in summary and key not in ("accuracy_lo", "accuracy_hi", "loss", "loss_se"):
+            upgraded[key] = value
+    return upgraded
+
+
+def upgrade_table(path: str | Path) -> list[Path]:
+    """Rewrite the edge table ``path`` (its .csv, .json and .md, whichever exist) with :func:`upgrade_row`; the
+    rows are read from the .json where there is one (exact values and the metadata), else from the .csv.
+
+    >>> upgrade_table("results/edge_patching_smollm2-135m.csv")  # doctest: +SKIP
+    """
+    path = Path(path)
+    if path.suffix not in (".csv", ".json", ".md"):
+        raise ValueError(f"{path}: expected an edge table's .csv, .json or .md file")
+    stem = path.with_name(path.name[: -len(path.suffix)])
+    formats = [fmt for fmt in ("csv", "json", "md") if stem_file(stem, fmt).exists()]  # none: read_csv says so
+    if "json" in formats:
+        stored = json.loads(stem_file(stem, "json").read_text(encoding="utf-8"))
+        rows, metadata = stored["rows"], dict(stored.get("metadata") or {})
+    else:
+        rows, metadata = read_csv(stem_file(stem, "csv")), {}
+    metadata |= {"ci": CI_NOTE} if "ci" in metadata else {}
+    return write_table([upgrade_row(row) for row in rows], stem, formats=formats, metadata=metadata)
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m interp.experiments.edge_study upgrade FILE...``: rewrite edge tables to the current columns."""
+    if len(argv) < 2 or argv[0] != "upgrade":
+        print("usage: python -m interp.experiments.edge_study upgrade FILE.csv [FILE.csv ...]", file=sys.stderr)
+        return 2
+    for path in argv[1:]:
+        try:
+            written = upgrade_table(path)
+        except (OSError, ValueError, KeyError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print("upgraded " + ", ".join(map(str, written)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

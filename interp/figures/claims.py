@@ -16,13 +16,12 @@ Nothing here runs a model: re-running an analysis and then ``analyses/claims.py`
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from interp.core.naming import model_label
-from interp.core.stats import wilson_interval
+from interp.core.stats import difference_interval
 from interp.core.tables import read_csv
 
 STRONG, WEAK = 0.5, 0.2
@@ -53,21 +52,6 @@ def _proportion(rows: Rows) -> tuple[int, int]:
     """Successes and trials pooled over rows with ``accuracy`` and ``n_examples``."""
     hits = sum(round(float(r["accuracy"]) * int(r["n_examples"])) for r in rows)
     return hits, sum(int(r["n_examples"]) for r in rows)
-
-
-def difference_interval(a: tuple[int, int], b: tuple[int, int]) -> tuple[float, float, float]:
-    """``p_a - p_b`` and its 95% interval (Newcombe's hybrid score method from Wilson intervals).
-
-    >>> d, lo, hi = difference_interval((30, 30), (0, 30))
-    >>> round(d, 2), lo > 0.8
-    (1.0, True)
-    """
-    (xa, na), (xb, nb) = a, b
-    pa, pb = xa / na, xb / nb
-    la, ua = wilson_interval(xa, na)
-    lb, ub = wilson_interval(xb, nb)
-    d = pa - pb
-    return d, d - math.sqrt((pa - la) ** 2 + (ub - pb) ** 2), d + math.sqrt((ua - pa) ** 2 + (pb - lb) ** 2)
 
 
 def _verdict(lo: float, hi: float) -> str:

@@ -1,5 +1,8 @@
 """Figures of the edge-patching results: accuracy and loss per condition x task x length, and the per-layer sweep.
 
+The tables hold the copy's mean log-prob (``mean_logprob``, ``delta_mean_logprob``); the figures plot the loss
+the paper plots, its negative.
+
 Both take rows as written by ``analyses/patch_edges.py`` (``interp.core.tables.read_csv``) and return plotly figures
 in the project's style; :func:`edge_figures` finds every edge-patching table in a results folder, for
 ``make figures``.
@@ -21,8 +24,9 @@ from interp.figures.rows import BAD_TABLE_ERRORS, table_error
 from interp.figures.style import OKABE_ITO, style
 
 Rows = Sequence[Mapping]
-MAIN_COLUMNS = ("model", "task", "length", "condition", "accuracy", "accuracy_lo", "accuracy_hi", "loss", "loss_se")
-LAYER_COLUMNS = ("model", "task", "length", "edge", "layer", "delta_accuracy", "delta_loss", "loss_se")
+MAIN_COLUMNS = ("model", "task", "length", "condition", "n_examples", "accuracy", "ci_low", "ci_high", "mean_logprob",
+                "mean_logprob_se")
+LAYER_COLUMNS = ("model", "task", "length", "edge", "layer", "delta_accuracy", "delta_mean_logprob", "mean_logprob_se")
 CONDITION_COLOURS = {"none": OKABE_ITO["grey"], "induction": OKABE_ITO["blue"], "anti_induction": OKABE_ITO["vermillion"]}
 
 
@@ -31,7 +35,9 @@ def _check(rows: Rows, columns: Sequence[str], source: str) -> None:
         raise ValueError(f"{source}: no rows to plot")
     missing = [c for c in columns if c not in rows[0]]
     if missing:
-        raise ValueError(f"{source} lacks column(s) {missing}; it has {sorted(rows[0])}")
+        hint = (" (a table with the earlier columns: rewrite it with `python -m interp.experiments.edge_study upgrade "
+                f"{source}`)" if "loss" in rows[0] or "delta_loss" in rows[0] else "")
+        raise ValueError(f"{source} lacks column(s) {missing}; it has {sorted(rows[0])}{hint}")
     unknown = {str(r.get("condition", r.get("edge"))) for r in rows} - set(CONDITION_LABELS)
     if unknown:
         raise ValueError(f"{source}: unknown condition(s) {sorted(unknown)}; expected {sorted(CONDITION_LABELS)}")
@@ -48,7 +54,10 @@ def _tasks(rows: Rows) -> list[str]:
 
 
 def edge_patching_figure(rows: Rows, source: str = "edge_patching.csv") -> go.Figure:
-    """Accuracy (Wilson 95% CI) and loss (mean +- 1.96 s.e.) vs length, per task, one line per condition."""
+    """Accuracy (Wilson 95% CI) and loss (mean +- 1.96 s.e.) vs length, per task, one line per condition.
+
+    >>> fig = edge_patching_figure(read_csv("results/edge_patching_smollm2-135m.csv"))  # doctest: +SKIP
+    """
     _check(rows, MAIN_COLUMNS, source)
     tasks = _tasks(rows)
     fig = make_subplots(rows=2, cols=len(tasks), shared_xaxes=True, vertical_spacing=0.08, horizontal_spacing=0.08,
@@ -65,20 +74,20 @@ def edge_patching_figure(rows: Rows, source: str = "edge_patching.csv") -> go.Fi
                 x=lengths, y=acc, name=label, legendgroup=condition, showlegend=col == 1, mode="lines+markers",
                 line=dict(color=colour, width=2.5), marker=dict(size=8, color=colour),
                 error_y=dict(type="data", symmetric=False, thickness=1.5, width=4, color=colour,
-                             array=[100 * float(r["accuracy_hi"]) - a for (_, r), a in zip(points, acc)],
-                             arrayminus=[a - 100 * float(r["accuracy_lo"]) for (_, r), a in zip(points, acc)]),
+                             array=[100 * float(r["ci_high"]) - a for (_, r), a in zip(points, acc)],
+                             arrayminus=[a - 100 * float(r["ci_low"]) for (_, r), a in zip(points, acc)]),
                 hovertemplate=f"{task} {label}<br>length %{{x}}: %{{y:.1f}}%<extra></extra>"), row=1, col=col)
             fig.add_trace(go.Scatter(
-                x=lengths, y=[float(r["loss"]) for _, r in points], name=label, legendgroup=condition, showlegend=False,
+                x=lengths, y=[-float(r["mean_logprob"]) for _, r in points], name=label, legendgroup=condition, showlegend=False,
                 mode="lines+markers", line=dict(color=colour, width=2.5, dash="dot"), marker=dict(size=7, color=colour),
-                error_y=dict(type="data", array=[Z_95 * float(r["loss_se"] or 0) for _, r in points], thickness=1.5,
+                error_y=dict(type="data", array=[Z_95 * float(r["mean_logprob_se"] or 0) for _, r in points], thickness=1.5,
                              width=4, color=colour),
                 hovertemplate=f"{task} {label}<br>length %{{x}}: loss %{{y:.3f}}<extra></extra>"), row=2, col=col)
         fig.update_xaxes(title_text="copy length L (letters)", row=2, col=col)
         fig.update_yaxes(range=[-3, 103], title_text="all-correct accuracy (%)" if col == 1 else None, row=1, col=col)
         fig.update_yaxes(title_text="cross-entropy over the copy" if col == 1 else None, row=2, col=col)
     fig.update_layout(legend=dict(title_text="condition", x=1.02, y=1, xanchor="left", yanchor="top"))
-    n = sorted({int(r["n"]) for r in rows if r.get("n") not in (None, "")})
+    n = sorted({int(r["n_examples"]) for r in rows if r.get("n_examples") not in (None, "")})
     shots = sorted({int(r["shots"]) for r in rows if r.get("shots") not in (None, "")}) or ["few"]
     return style(fig, f"Edge patching ({_title_model(rows)})", 220 + 380 * len(tasks), 640,
                  note=f"Teacher-forced copy of the last shot of {'/'.join(map(str, shots))}-shot prompts, "
@@ -89,7 +98,10 @@ def edge_patching_figure(rows: Rows, source: str = "edge_patching.csv") -> go.Fi
 
 
 def edge_layer_figure(rows: Rows, source: str = "edge_patching_layers.csv") -> go.Figure:
-    """Change in loss and accuracy when the edges are patched in one layer only, per layer, task and length."""
+    """Change in loss and accuracy when the edges are patched in one layer only, per layer, task and length.
+
+    >>> fig = edge_layer_figure(read_csv("results/edge_patching_layers_smollm2-135m.csv"))  # doctest: +SKIP
+    """
     _check(rows, LAYER_COLUMNS, source)
     tasks = _tasks(rows)
     lengths = sorted({int(r["length"]) for r in rows})
@@ -107,9 +119,9 @@ def edge_layer_figure(rows: Rows, source: str = "edge_patching_layers.csv") -> g
                 layers = [layer for layer, _ in points]
                 line = dict(color=colour, width=2, dash=dashes[i % len(dashes)])
                 fig.add_trace(go.Scatter(
-                    x=layers, y=[float(r["delta_loss"]) for _, r in points], name=name, legendgroup=f"{edge}{length}",
+                    x=layers, y=[-float(r["delta_mean_logprob"]) for _, r in points], name=name, legendgroup=f"{edge}{length}",
                     showlegend=col == 1, mode="lines+markers", line=line, marker=dict(size=5, color=colour),
-                    error_y=dict(type="data", array=[Z_95 * float(r["loss_se"] or 0) for _, r in points], thickness=1,
+                    error_y=dict(type="data", array=[Z_95 * float(r["mean_logprob_se"] or 0) for _, r in points], thickness=1,
                                  width=2, color=colour),
                     hovertemplate=f"{task} {name}<br>layer %{{x}}: Δ loss %{{y:.3f}}<extra></extra>"), row=1, col=col)
                 fig.add_trace(go.Scatter(
@@ -135,7 +147,10 @@ def _stem(kind: str, rows: Rows) -> str:
 
 def edge_figures(results_dir: str | Path, model: str | None = None) -> tuple[list[tuple[str, go.Figure]], list[str]]:
     """Every edge-patching figure the tables in ``results_dir`` allow, as (file stem, figure), and the errors
-    (one per unreadable table). Partial tables of unfinished runs are skipped."""
+    (one per unreadable table). Partial tables of unfinished runs are skipped.
+
+    >>> figures, errors = edge_figures("results")  # doctest: +SKIP
+    """
     figures, errors = [], []
     for path in sorted(Path(results_dir).glob("edge_patching*.csv")):
         if path.stem.endswith("_partial"):

@@ -13,10 +13,10 @@ from interp.measure.encoding import encode_for
 from interp.measure.generation import generate_accuracy, generate_answers, greedy_continuation
 from interp.prompts import Prompt, PromptConfig, build_prompts
 from interp.data.tasks import TaskSpec, get_task
-from interp.measure.teacher_forcing import Accuracy, AnswerScores, scores_from_logits, teacher_forced_scores
+from interp.measure.teacher_forcing import Accuracy, AnswerScores, teacher_forced_scores
 
 __all__ = ["Accuracy", "AnswerScores", "evaluate_prompts", "evaluate_task", "task_row", "generate_accuracy", "generate_answers",
-           "greedy_continuation", "scores_from_logits", "task_prompts"]
+           "greedy_continuation", "task_prompts"]
 
 
 def task_prompts(model: LanguageModel, task: str | TaskSpec, length: int, n_examples: int, seed: int = 0,

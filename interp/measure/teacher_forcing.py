@@ -4,8 +4,9 @@ Greedy generation reproduces an answer exactly iff, with the correct answer fed 
 every answer position is the next answer token and the argmax after the last one ends the answer.
 So one pass over prompt + answer scores a whole batch, where ``generate`` needs a pass per token.
 :class:`AnswerScores` (one entry per prompt) is the result type of every teacher-forced
-measurement in the toolkit: synthetic tasks, realistic tasks, sweeps and training evaluation;
-:class:`Accuracy` is its summary, the numbers a results row reports.
+measurement in the toolkit: synthetic tasks, realistic tasks, sweeps, training evaluation and
+the edge study; :class:`Accuracy` is its summary, the numbers a results row reports (exact match
+with its binomial standard error and 95% Wilson interval).
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from interp.measure.batching import Hook, PaddedBatch, forward_logits, in_input_order, pad_token_id, padded_batches
-from interp.core.lm import context_length
+from interp.core.lm import LanguageModel, context_length
 from interp.prompts import AnswerEnd, EncodedPrompt
-from interp.core.stats import binomial_stderr
+from interp.core.stats import binomial_stderr, wilson_interval
 
 ScoreRow = tuple[bool, float, float, tuple[int, ...]]  # exact match, token accuracy, mean log-prob, argmaxes
 
@@ -28,7 +29,12 @@ ScoreRow = tuple[bool, float, float, tuple[int, ...]]  # exact match, token accu
 @dataclass(frozen=True)
 class AnswerScores:
     """Per-prompt results. ``predictions[i]`` (kept on request) holds the argmax at each answer
-    position of prompt ``i`` plus the position after the answer, where an end token is expected."""
+    position of prompt ``i`` plus the position after the answer, where an end token is expected.
+
+    >>> scores = AnswerScores.from_rows([(True, 1.0, -0.2, (5, 6)), (False, 0.5, -1.4, (5, 9))])
+    >>> len(scores), scores.accuracy
+    (2, 0.5)
+    """
 
     correct: Bool[Tensor, " batch"]
     token_accuracy: Float[Tensor, " batch"]
@@ -49,14 +55,38 @@ class AnswerScores:
         return cls(torch.tensor(correct, dtype=torch.bool), torch.tensor(token_accuracy, dtype=torch.float),
                    torch.tensor(mean_logprob, dtype=torch.float), tuple(predictions) if keep_predictions else None)
 
+    @classmethod
+    def concat(cls, parts: Sequence["AnswerScores"]) -> "AnswerScores":
+        """The prompts of ``parts`` one after another (predictions kept only if every part kept them).
+
+        >>> one = AnswerScores.from_rows([(True, 1.0, -0.1, (5,))])
+        >>> AnswerScores.concat([one, one]).accuracy
+        1.0
+        """
+        if not parts:
+            return cls.from_rows([])
+        predictions = None
+        if all(part.predictions is not None for part in parts):
+            predictions = tuple(p for part in parts for p in part.predictions)
+        return cls(torch.cat([part.correct for part in parts]), torch.cat([part.token_accuracy for part in parts]),
+                   torch.cat([part.mean_logprob for part in parts]), predictions)
+
 
 @dataclass(frozen=True)
 class Accuracy:
-    """The summary a results row reports: exact match with its binomial standard error."""
+    """The summary a results row reports: exact match with its binomial standard error and its
+    95% Wilson interval (the one interval every accuracy in the toolkit's tables carries).
+
+    >>> row = Accuracy.of_counts(3, 4).as_row()
+    >>> row["accuracy"], round(row["stderr"], 3), round(row["ci_low"], 3), round(row["ci_high"], 3)
+    (0.75, 0.217, 0.301, 0.954)
+    """
 
     n_examples: int
     accuracy: float
-    stderr: float
+    stderr: float  # binomial standard error of the accuracy
+    ci_low: float  # 95% Wilson interval of the accuracy
+    ci_high: float
     mean_logprob: float
     token_accuracy: float
 
@@ -64,30 +94,52 @@ class Accuracy:
     def of(cls, scores: AnswerScores) -> "Accuracy":
         n = len(scores)
         nan = float("nan")
-        return cls(n, scores.accuracy, binomial_stderr(scores.accuracy, n),
+        low, high = wilson_interval(int(scores.correct.sum()), n)
+        return cls(n, scores.accuracy, binomial_stderr(scores.accuracy, n), low, high,
                    scores.mean_logprob.mean().item() if n else nan, scores.token_accuracy.mean().item() if n else nan)
+
+    @classmethod
+    def of_counts(cls, successes: int, n: int, mean_logprob: float = float("nan"),
+                  token_accuracy: float = float("nan")) -> "Accuracy":
+        """From ``successes`` exact matches out of ``n`` (e.g. pooled over the rows of a table)."""
+        accuracy = successes / n if n else float("nan")
+        low, high = wilson_interval(successes, n)
+        return cls(n, accuracy, binomial_stderr(accuracy, n), low, high, mean_logprob, token_accuracy)
 
     def as_row(self) -> dict:
         return asdict(self)
 
 
 def answer_slice(p: EncodedPrompt) -> slice:
-    """Positions whose logits predict the answer tokens and the end marker after them."""
+    """Positions whose logits predict the answer tokens and the end marker after them.
+
+    >>> answer_slice(EncodedPrompt(prompt_ids=(1, 2, 3), answer_ids=(4, 5), end=AnswerEnd.not_required()))
+    slice(2, 5, None)
+    """
     return slice(p.answer_start - 1, p.answer_start + len(p.answer_ids))
 
 
-def score_answer(predicting: Float[Tensor, "n_plus_1 d_vocab"], answer_ids: Sequence[int], end: AnswerEnd) -> ScoreRow:
+def score_answer(predicting: Float[Tensor, "n_or_n_plus_1 d_vocab"], answer_ids: Sequence[int], end: AnswerEnd) -> ScoreRow:
     """(exact match, token accuracy, mean answer log-prob, argmaxes) from the logits at the
     positions that predict each answer token plus the one after (which must predict an end
-    when ``end.required``)."""
+    when ``end.required``; without ``end.required`` that last position may be left out).
+
+    >>> logits = torch.eye(4)[[2, 3]] * 10  # predicts token 2, then token 3
+    >>> exact, token_accuracy, _, argmaxes = score_answer(logits, [2, 3], AnswerEnd.not_required())
+    >>> exact, token_accuracy, argmaxes
+    (True, 1.0, (2, 3))
+    """
     predicting = predicting.float()
     n = len(answer_ids)
+    if len(predicting) <= n and end.required:
+        raise ValueError(f"predicting: {len(predicting)} positions for {n} answer tokens; the end marker "
+                         "is required, so the position after the answer is needed too")
     answer = torch.tensor(answer_ids, device=predicting.device)
     predicted = predicting.argmax(-1)
     hits = predicted[:n] == answer
     log_probs = predicting[:n].log_softmax(-1).gather(-1, answer[:, None]).squeeze(-1)
-    exact = bool(hits.all()) and end.accepts(predicted[n].item())
-    return exact, hits.float().mean().item(), log_probs.mean().item(), tuple(predicted.tolist())
+    ends = end.accepts(predicted[n].item()) if len(predicted) > n else True
+    return bool(hits.all()) and ends, hits.float().mean().item(), log_probs.mean().item(), tuple(predicted.tolist())
 
 
 @dataclass(frozen=True)
@@ -114,7 +166,11 @@ class AnswerPositions:
 
 
 def gather_positions(values: Float[Tensor, "batch pos d"], positions: Int[Tensor, "batch slot"]) -> Float[Tensor, "batch slot d"]:
-    """``values[row, positions[row, slot]]`` for every row and slot."""
+    """``values[row, positions[row, slot]]`` for every row and slot.
+
+    >>> gather_positions(torch.arange(6.0).view(1, 3, 2), torch.tensor([[2, 0]])).tolist()
+    [[[4.0, 5.0], [0.0, 1.0]]]
+    """
     index = positions.to(values.device)[..., None].expand(-1, -1, values.shape[-1])
     return values.gather(1, index)
 
@@ -134,11 +190,16 @@ def select_positions_hook(positions: Int[Tensor, "batch slot"]) -> Hook:
 
 
 def answer_rows(logits: Float[Tensor, "batch slot d_vocab"], batch: Sequence[EncodedPrompt]) -> list[ScoreRow]:
-    """``score_answer`` rows from logits taken at ``AnswerPositions.of(batch)`` only."""
+    """``score_answer`` rows from logits taken at ``AnswerPositions.of(batch)`` only.
+
+    >>> prompt = EncodedPrompt(prompt_ids=(1, 2), answer_ids=(3,), end=AnswerEnd(frozenset({0})))
+    >>> answer_rows(torch.eye(4)[None, [3, 0]] * 9, [prompt])[0][0]  # predicts 3, then the end token 0
+    True
+    """
     return [score_answer(logits[row, : len(p.answer_ids) + 1], p.answer_ids, p.end) for row, p in enumerate(batch)]
 
 
-def logits_at(model, tokens: Int[Tensor, "batch pos"], positions: Int[Tensor, "batch slot"],
+def logits_at(model: LanguageModel, tokens: Int[Tensor, "batch pos"], positions: Int[Tensor, "batch slot"],
               fwd_hooks: Sequence[Hook] = ()) -> Float[Tensor, "batch slot d_vocab"]:
     """Logits at ``positions`` of each row only, ``fwd_hooks`` active: the one way the toolkit
     reads logits where it needs them (answers, the next token of a generation).
@@ -151,23 +212,12 @@ def logits_at(model, tokens: Int[Tensor, "batch pos"], positions: Int[Tensor, "b
     return gather_positions(forward_logits(model, tokens, fwd_hooks), positions)
 
 
-def answer_logits(model, batch: PaddedBatch, fwd_hooks: Sequence[Hook] = ()) -> Float[Tensor, "batch slot d_vocab"]:
+def answer_logits(model: LanguageModel, batch: PaddedBatch, fwd_hooks: Sequence[Hook] = ()) -> Float[Tensor, "batch slot d_vocab"]:
     """Logits of one batch at its answer positions only (``AnswerPositions``), ``fwd_hooks`` active."""
     return logits_at(model, batch.tokens, AnswerPositions.of(batch.items).positions, fwd_hooks)
 
 
-def scores_from_logits(logits: Float[Tensor, "batch pos d_vocab"], batch: Sequence[EncodedPrompt],
-                       keep_predictions: bool = False) -> AnswerScores:
-    """Scores of each prompt + answer of ``batch`` from its row of logits (at every position)."""
-    return AnswerScores.from_rows(logit_rows(logits, batch), keep_predictions)
-
-
-def logit_rows(logits: Float[Tensor, "batch pos d_vocab"], batch: Sequence[EncodedPrompt]) -> list[ScoreRow]:
-    """``score_answer`` rows from logits at every position."""
-    return [score_answer(logits[row, answer_slice(p)], p.answer_ids, p.end) for row, p in enumerate(batch)]
-
-
-def check_context(model, encoded: Sequence[EncodedPrompt]) -> None:
+def check_context(model: LanguageModel, encoded: Sequence[EncodedPrompt]) -> None:
     """Fail early, with the sizes, when a prompt + answer does not fit the model's context."""
     n_ctx = context_length(model)
     longest = max((len(p.ids) for p in encoded), default=0)
@@ -176,21 +226,27 @@ def check_context(model, encoded: Sequence[EncodedPrompt]) -> None:
                          f"{n_ctx}: use shorter lengths, fewer shots or a model with a longer context")
 
 
-def teacher_forced_scores(model, encoded: Sequence[EncodedPrompt], batch_size: int = 8, fwd_hooks: Sequence[Hook] = (),
-                          progress: bool | str = True, keep_predictions: bool = False,
+def teacher_forced_scores(model: LanguageModel, encoded: Sequence[EncodedPrompt], batch_size: int = 8,
+                          fwd_hooks: Sequence[Hook] = (), progress: bool | str = True, keep_predictions: bool = False,
                           every_position: bool = False) -> AnswerScores:
     """Teacher-forced scores of ``encoded`` prompts in their order; ``fwd_hooks`` are active in
     every batch (ablations). Logits are computed at the answer positions only;
-    ``every_position=True`` unembeds every position (the reference that path is checked and
-    timed against, and what every evaluation did before)."""
+    ``every_position=True`` unembeds every position and then reads the same positions (the
+    full-pass reference that the ablation study's and the naive sweep's checks run against).
+
+    >>> scores = teacher_forced_scores(model, encoded, batch_size=8)  # doctest: +SKIP
+    >>> Accuracy.of(scores).as_row()["accuracy"]  # doctest: +SKIP
+    0.75
+    """
     check_context(model, encoded)
     rows_by_batch = []
     batches = padded_batches(encoded, batch_size, pad_token_id(model.tokenizer),
                              progress=progress if isinstance(progress, str) else progress and "teacher forcing")
     for batch in batches:
         if every_position:
-            rows = logit_rows(forward_logits(model, batch.tokens, fwd_hooks), batch.items)
+            positions = AnswerPositions.of(batch.items).positions
+            logits = gather_positions(forward_logits(model, batch.tokens, fwd_hooks), positions)
         else:
-            rows = answer_rows(answer_logits(model, batch, fwd_hooks), batch.items)
-        rows_by_batch.append((batch.indices, rows))
+            logits = answer_logits(model, batch, fwd_hooks)
+        rows_by_batch.append((batch.indices, answer_rows(logits, batch.items)))
     return AnswerScores.from_rows(in_input_order(len(encoded), rows_by_batch), keep_predictions)

@@ -25,6 +25,7 @@ from torch import Tensor
 
 from interp.measure.batching import Hook
 from interp.interventions.edges.patching import Edges
+from interp.models.bridge import TransformerBridge
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def logits_from_hook(start: int) -> Hook:
     return ("unembed.hook_in", lambda residual, hook: residual[:, start:])
 
 
-def run_branched(model, branched: BranchedTokens, fwd_hooks: Sequence[Hook] = (),
+def run_branched(model: TransformerBridge, branched: BranchedTokens, fwd_hooks: Sequence[Hook] = (),
                  logits_start: int | None = None) -> Float[Tensor, "batch scored vocab"]:
     """Logits of a branched sequence from position ``logits_start`` (default: the last trunk position) on."""
     start = branched.trunk_length - 1 if logits_start is None else logits_start

@@ -20,7 +20,7 @@ patched, also where heads share a key/value head. Every hook is a TransformerLen
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 import einops
@@ -31,6 +31,7 @@ from transformer_lens.utilities import get_act_name
 
 from interp.interventions.ablation import HookCounter
 from interp.measure.batching import Hook
+from interp.models.bridge import TransformerBridge
 
 EdgeKind = Literal["key", "value"]
 EDGE_KINDS: tuple[str, ...] = ("key", "value")
@@ -96,7 +97,7 @@ class AttentionLayout:
         return get_act_name("rot_k" if self.rotary else "k", layer)
 
 
-def attention_layout(model, n_tokens: int = 16, seed: int = 0) -> AttentionLayout:
+def attention_layout(model: TransformerBridge, n_tokens: int = 16, seed: int = 0) -> AttentionLayout:
     """Head counts, whether keys are rotated, and each layer's score scale ``c``, from one small seeded forward.
 
     ``c`` is fitted by least squares of ``hook_attn_scores`` on ``q . k`` over the unmasked entries; a misfit
@@ -305,7 +306,8 @@ def _patch_z(z: Float[Tensor, "batch pos head d_head"], patch: EdgePatch, layer:
     return z.index_put((rows, query, head_index), delta, accumulate=True)
 
 
-def edge_patch_hooks(model_or_layout, patches: Sequence[EdgePatch], counter: HookCounter | None = None) -> list[Hook]:
+def edge_patch_hooks(model_or_layout: TransformerBridge | AttentionLayout, patches: Sequence[EdgePatch],
+                     counter: HookCounter | None = None) -> list[Hook]:
     """TransformerLens hooks applying every patch in ``patches`` in one forward pass.
 
     Patches may overlap in layers and queries: key patches act first (on the scores), value patches then read the
@@ -322,6 +324,20 @@ def edge_patch_hooks(model_or_layout, patches: Sequence[EdgePatch], counter: Hoo
         False
     """
     layout = model_or_layout if isinstance(model_or_layout, AttentionLayout) else attention_layout(model_or_layout)
+
+    def count(hook) -> None:
+        if counter is not None:
+            counter.calls[hook.name] += 1
+
+    hooks: list[Hook] = []
+    for layer, layer_patches in sorted(_patches_by_layer(patches, layout).items()):
+        hooks += _key_hooks(layer, [p for p in layer_patches if p.kind == "key"], layout, count)
+        hooks += _value_hooks(layer, [p for p in layer_patches if p.kind == "value"], layout, count)
+    return hooks
+
+
+def _patches_by_layer(patches: Sequence[EdgePatch], layout: AttentionLayout) -> dict[int, list[EdgePatch]]:
+    """The patches acting in each layer, each checked against the model."""
     per_layer: dict[int, list[EdgePatch]] = {}
     for patch in patches:
         check_heads(patch.heads, layout.n_heads)
@@ -329,50 +345,54 @@ def edge_patch_hooks(model_or_layout, patches: Sequence[EdgePatch], counter: Hoo
             if patch.replacement is not None and layer not in patch.replacement:
                 raise ValueError(f"a {patch.kind} patch acts in layer {layer} but has no replacement for it")
             per_layer.setdefault(layer, []).append(patch)
-    hooks: list[Hook] = []
-    for layer, layer_patches in sorted(per_layer.items()):
-        state = _LayerState()
-        key_patches = [p for p in layer_patches if p.kind == "key"]
-        value_patches = [p for p in layer_patches if p.kind == "value"]
+    return per_layer
 
-        def count(hook) -> None:
-            if counter is not None:
-                counter.calls[hook.name] += 1
 
-        def keep_query(q, hook, state=state, patches=key_patches):
-            count(hook)
-            for patch in patches:
-                _check_bounds(patch, q.shape[1], q.shape[0])
-            state.query = q
+def _key_hooks(layer: int, patches: Sequence[EdgePatch], layout: AttentionLayout, count: Callable) -> list[Hook]:
+    """Hooks setting the scores of key-patched edges: the query is kept, then each patched score recomputed."""
+    if not patches:
+        return []
+    state = _LayerState()
 
-        def set_scores(scores, hook, layer=layer, state=state, patches=key_patches):
-            count(hook)
-            scores = scores.clone()
-            for patch in patches:
-                scores = _patch_scores(scores, patch, layer, state.query, layout)
-            state.query = None
-            return scores
+    def keep_query(q, hook):
+        count(hook)
+        for patch in patches:
+            _check_bounds(patch, q.shape[1], q.shape[0])
+        state.query = q
 
-        def keep_values(v, hook, state=state, patches=value_patches):
-            count(hook)
-            for patch in patches:
-                _check_bounds(patch, v.shape[1], v.shape[0])
-            state.old_values = [_old_values(v, patch, layout) for patch in patches]
+    def set_scores(scores, hook):
+        count(hook)
+        scores = scores.clone()
+        for patch in patches:
+            scores = _patch_scores(scores, patch, layer, state.query, layout)
+        state.query = None
+        return scores
 
-        def keep_weights(pattern, hook, state=state, patches=value_patches):
-            count(hook)
-            state.weights = [_edge_weights(pattern, patch, layout) for patch in patches]
+    return [(layout.query_hook(layer), keep_query), (get_act_name("attn_scores", layer), set_scores)]
 
-        def add_to_z(z, hook, layer=layer, state=state, patches=value_patches):
-            count(hook)
-            for patch, old_value, weight in zip(patches, state.old_values, state.weights):
-                z = _patch_z(z, patch, layer, old_value, weight, layout)
-            state.old_values, state.weights = [], []
-            return z
 
-        if key_patches:
-            hooks += [(layout.query_hook(layer), keep_query), (get_act_name("attn_scores", layer), set_scores)]
-        if value_patches:
-            hooks += [(get_act_name("v", layer), keep_values), (get_act_name("pattern", layer), keep_weights),
-                      (get_act_name("z", layer), add_to_z)]
-    return hooks
+def _value_hooks(layer: int, patches: Sequence[EdgePatch], layout: AttentionLayout, count: Callable) -> list[Hook]:
+    """Hooks adding ``A[t, s] (v'_s - v_s)`` to ``z_t`` for value-patched edges (values and weights kept first)."""
+    if not patches:
+        return []
+    state = _LayerState()
+
+    def keep_values(v, hook):
+        count(hook)
+        for patch in patches:
+            _check_bounds(patch, v.shape[1], v.shape[0])
+        state.old_values = [_old_values(v, patch, layout) for patch in patches]
+
+    def keep_weights(pattern, hook):
+        count(hook)
+        state.weights = [_edge_weights(pattern, patch, layout) for patch in patches]
+
+    def add_to_z(z, hook):
+        count(hook)
+        for patch, old_value, weight in zip(patches, state.old_values, state.weights):
+            z = _patch_z(z, patch, layer, old_value, weight, layout)
+        state.old_values, state.weights = [], []
+        return z
+
+    return [(get_act_name("v", layer), keep_values), (get_act_name("pattern", layer), keep_weights),
+            (get_act_name("z", layer), add_to_z)]

@@ -20,6 +20,7 @@ from torch import Tensor
 from transformer_lens.utilities import get_act_name
 
 from interp.interventions.edges.patching import EDGE_KINDS, EdgeKind, Edges
+from interp.models.bridge import TransformerBridge
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def _replace_rows_hook(modifications: Sequence[Modification], kind: str, patches
     return replace
 
 
-def _rerun_layer(model, tokens: Int[Tensor, "1 pos"], layer: int, modifications: Sequence[Modification],
+def _rerun_layer(model: TransformerBridge, tokens: Int[Tensor, "1 pos"], layer: int, modifications: Sequence[Modification],
                  patches: Sequence[ReferencePatch], row: int, overrides) -> Float[Tensor, "pos head d_head"]:
     """``hook_z`` of ``layer`` when attention there sees the replaced source rows (and earlier layers' kept rows)."""
     kept: dict[str, Tensor] = {}
@@ -103,7 +104,7 @@ def _rerun_layer(model, tokens: Int[Tensor, "1 pos"], layer: int, modifications:
     return kept["z"]
 
 
-def reference_run(model, tokens: Int[Tensor, "batch pos"], patches: Sequence[ReferencePatch],
+def reference_run(model: TransformerBridge, tokens: Int[Tensor, "batch pos"], patches: Sequence[ReferencePatch],
                   cache_names: Sequence[str] = ()) -> tuple[Float[Tensor, "batch pos vocab"], dict[str, Tensor]]:
     """Logits of ``tokens`` with every patch applied by per-query re-runs, and the activations named in
     ``cache_names`` from the final (patched) pass, stacked over rows."""
