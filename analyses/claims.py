@@ -16,7 +16,7 @@ from interp.cli import Parser, existing_dir, fail, run
 from interp.core.naming import result_stem
 from interp.core.tables import write_table
 from interp.figures import HTML_FORMATS, STATIC_FORMATS, save_figure
-from interp.figures.claims import claim_rows, claims_figure, claims_table
+from interp.figures.claims import claim_rows, claims_figure, claims_matrix, claims_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: no table in {args.results} speaks to any claim")
         return 0
     write_table(claims_table(claims), result_stem(args.out, "claims"), metadata={"results": str(args.results)})
+    write_table(claims_matrix(claims), result_stem(args.out, "claims_matrix"), metadata={"results": str(args.results)})
     if formats:
         save_figure(claims_figure(claims), Path(args.figures) / "claims", formats)
     width = max(len(c.claim) for c in claims)

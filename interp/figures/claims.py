@@ -17,7 +17,7 @@ Nothing here runs a model: re-running an analysis and then ``analyses/claims.py`
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from interp.core.naming import model_label
@@ -188,7 +188,11 @@ def claim_rows(results_dir: str | Path) -> list[Claim]:
                 continue
             raw = str(rows[0].get("model") or path.stem[len(kind):].lstrip("_") or "from scratch")
             model = model_label(raw) if "/" in raw else raw  # a model loaded from a folder is named by the folder
-            claims += reader(model, rows, path.name)
+            found = reader(model, rows, path.name)
+            if "-by-" in path.stem:  # another choice of heads (ablate_heads.py --anti-heads-by): its own claim rows
+                chosen = path.stem.split("-by-")[-1]
+                found = [replace(c, claim=f"{c.claim} (heads by {chosen})") for c in found]
+            claims += found
     return claims
 
 
@@ -197,6 +201,25 @@ VERDICT_ORDER = ("supports", "contradicts", "inconclusive", "cannot test")
 
 def claims_table(claims: Sequence[Claim]) -> list[dict]:
     return [c.as_row() for c in claims]
+
+
+MARKS = {"supports": "yes", "contradicts": "NO", "inconclusive": "?", "cannot test": "-"}
+
+
+def claims_matrix(claims: Sequence[Claim]) -> list[dict]:
+    """The claims x models grid as rows (one per claim, one column per model): the verdict and the
+    number compared, e.g. ``yes +0.80``; ``-`` where the model cannot test the claim.
+
+    >>> claims_matrix([Claim("UF > UB", "m", "UF 1.00 vs UB 0.00", 1.0, 0.9, 1.0, 40, "supports", "x.csv")])
+    [{'claim': 'UF > UB', 'm': 'yes +1.00'}]
+    """
+    models = list(dict.fromkeys(c.model for c in claims))
+    rows = []
+    for name in dict.fromkeys(c.claim for c in claims):
+        cells = {c.model: c for c in claims if c.claim == name}
+        rows.append({"claim": name, **{m: (f"{MARKS[cells[m].verdict]} {cells[m].estimate:+.2f}" if m in cells else "")
+                                       for m in models}})
+    return rows
 
 
 def claims_figure(claims: Sequence[Claim]):
