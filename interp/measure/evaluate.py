@@ -15,7 +15,7 @@ from interp.prompts import Prompt, PromptConfig, build_prompts
 from interp.data.tasks import TaskSpec, get_task
 from interp.measure.teacher_forcing import Accuracy, AnswerScores, teacher_forced_scores
 
-__all__ = ["Accuracy", "AnswerScores", "evaluate_prompts", "evaluate_task", "task_row", "generate_accuracy", "generate_answers",
+__all__ = ["Accuracy", "AnswerScores", "evaluate_prompts", "evaluate_task", "generate_accuracy", "generate_answers",
            "greedy_continuation", "task_prompts"]
 
 
@@ -73,14 +73,3 @@ def evaluate_task(model: LanguageModel, task: str | TaskSpec, length: int, n_exa
     return Accuracy.of(evaluate_prompts(model, prompts, prompt_config, batch_size, fwd_hooks, progress and label))
 
 
-def task_row(task: str, length: int, accuracy: Accuracy, prompt_config: PromptConfig, seed: int) -> dict:
-    """One row of a per-task results table (directional bias, ablations).
-
-    >>> accuracy = Accuracy(n_examples=4, accuracy=0.75, stderr=0.2165, mean_logprob=-0.4, token_accuracy=0.9)
-    >>> row = task_row("UF", 10, accuracy, PromptConfig(), seed=0)
-    >>> row["task"], row["length"], row["accuracy"], row["n_shots"]
-    ('UF', 10, 0.75, 5)
-    """
-    return {"task": task, "length": length, **accuracy.as_row(), "n_shots": prompt_config.n_shots,
-            "template": prompt_config.template_for(get_task(task).family), "protocol": prompt_config.protocol,
-            "seed": seed}
