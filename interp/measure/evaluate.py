@@ -19,7 +19,7 @@ __all__ = ["Accuracy", "AnswerScores", "evaluate_prompts", "evaluate_task", "gen
            "greedy_continuation", "task_prompts"]
 
 
-def task_prompts(model: LanguageModel, task: str | TaskSpec, length: int, n_examples: int, seed: int = 0,
+def task_prompts(model: LanguageModel | None, task: str | TaskSpec, length: int, n_examples: int, seed: int = 0,
                  prompt_config: PromptConfig = PromptConfig(), vocabulary: Sequence[str] | None = None,
                  source: ExampleSource | None = None) -> list[Prompt]:
     """Seeded prompts of a task. Examples come from ``source`` (default: the generator over
