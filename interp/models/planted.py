@@ -192,8 +192,16 @@ def copyable_ids(tokenizer: PreTrainedTokenizerBase) -> dict[int, int]:
     >>> copyable_ids(tokenizer)[first_id(tokenizer, " a")] == first_id(tokenizer, " a")  # an item copies to itself
     True
     """
-    items = {single_id(tokenizer, " " + item): single_id(tokenizer, " " + item) for item in ALNUM}
-    return items | {sep: first_id(tokenizer, END_MARKER) for sep in separator_ids(tokenizer)}
+    return {t: t for t in item_ids(tokenizer)} | {sep: first_id(tokenizer, END_MARKER) for sep in separator_ids(tokenizer)}
+
+
+def item_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """The token of each item ``" x"`` (a-z A-Z 0-9), in that order.
+
+    >>> len(item_ids(planted_tokenizer()))
+    62
+    """
+    return [single_id(tokenizer, " " + item) for item in ALNUM]
 
 
 class _Writer:
@@ -293,8 +301,7 @@ def _plant_retrieval(writer: _Writer, tokenizer: PreTrainedTokenizerBase, right:
     key_block = lay.prev if right else lay.tok
     writer.match(RETRIEVAL_HEAD, [lay.prev + t for t in everything], [key_block + t for t in everything], unique_match)
     writer.key_bias(RETRIEVAL_HEAD, lay.d_vocab, earliest)
-    items = {single_id(tokenizer, " " + item): single_id(tokenizer, " " + item) for item in ALNUM}
-    writer.copy(RETRIEVAL_HEAD, {t: t for t in items}, lay.tok if right else lay.prev, lay.out)
+    writer.copy(RETRIEVAL_HEAD, {t: t for t in item_ids(tokenizer)}, lay.tok if right else lay.prev, lay.out)
 
 
 def _plant_marker(writer: _Writer, tokenizer: PreTrainedTokenizerBase) -> None:
