@@ -148,3 +148,20 @@ def test_docstring_examples_run(module_name: str, monkeypatch) -> None:
     assert results.failed == 0, f"{results.failed} of {results.attempted} docstring examples of {module_name} failed"
     changed = [p.name for p, t in published.items() if not p.exists() or p.stat().st_mtime_ns != t]
     assert not changed, f"docstring examples of {module_name} wrote into the published results/: {changed}"
+
+
+def test_api_reference_fences_top_level_doctests() -> None:
+    """The API reference's griffe extension fences a docstring's top-level examples (else Markdown reads
+    an output line like ``[0.0, 0.278]`` as a link) and leaves an ``Examples:`` section's to griffe."""
+    spec = importlib.util.spec_from_file_location("doctest_fences", ROOT / "docs" / "hooks" / "doctest_fences.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    top = hook.fence_doctests("Bounds.\n\n>>> f(0)\n[0.0, 0.278]\n\nMore prose.")
+    assert top.splitlines() == ["Bounds.", "", "```pycon", ">>> f(0)", "[0.0, 0.278]", "```", "", "More prose."]
+    assert hook.fence_doctests("Bounds.\n>>> f(0)\n[1]").endswith("[1]\n```")  # a block that ends the docstring
+    section = "Examples:\n    >>> f(0)\n    [0.0, 0.278]"
+    assert hook.fence_doctests(section) == section
+    runner = doctest.DocTestRunner()
+    for test in doctest.DocTestFinder().find(hook):
+        runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
