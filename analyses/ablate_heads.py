@@ -14,7 +14,7 @@ import sys
 
 from interp.cli import (Namespace, Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         input_error_argument, load_model_from_args, name_list, positive_int, positive_int_list,
-                        prompt_config_from_args, results_suffix, run, seed, seed_list, source_from_args, task_list)
+                        prompt_config_from_args, result_stem_from_args, run, seed, seed_list, source_from_args, task_list)
 from interp.core.journal import RowJournal
 from interp.core.locking import TableLock
 from interp.core.tables import to_markdown, write_table
@@ -49,11 +49,11 @@ def main(argv: list[str] | None = None) -> int:
                              "duplicate_v_composition names one-step backward copiers)")
     args = parser.parse_args(argv)
     config = study_config(parser, args)
-    suffix = results_suffix(args)
-    chosen = "".join(f"_{role}-by-{score}" for role, score, default in
-                     (("induction", config.induction_by, "induction"), ("anti", config.anti_by, "anti_induction"))
-                     if score != default)  # another choice of heads is another study, in its own files
-    stem = args.out / f"ablation{suffix}{chosen}"
+    chosen = [f"{role}-by-{score}" for role, score, default in
+              (("induction", config.induction_by, "induction"), ("anti", config.anti_by, "anti_induction"))
+              if score != default]  # another choice of heads is another study, in its own files
+    stem = result_stem_from_args(args, "ablation", chosen)
+    scores_stem = result_stem_from_args(args, "head_scores")
     run_config = {"config": config.as_dict(), "model": args.model, "adapter": args.adapter, "dtype": args.dtype,
                   "score_sequences": args.score_sequences, "scoring": "teacher-forced exact match (interp.measure.teacher_forcing)"}
     with TableLock(stem) as lock:  # before the model loads: a second run on this table is refused at once
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as err:
             fail(parser, input_error_argument(str(err), args), str(err).removeprefix("--data: ").removeprefix("--n "))
         progress = not args.quiet
-        scores = study_head_scores(model, args.out / f"head_scores{suffix}", config, args.score_sequences, progress,
+        scores = study_head_scores(model, scores_stem, config, args.score_sequences, progress,
                                    metadata={"adapter": args.adapter}, log=print)
         for name in (config.induction_by, config.anti_by):
             top = scores.top_heads(name, args.k)
@@ -74,11 +74,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"resuming: {len(journal.done())} finished cells in {journal.path}")
         rows = ablation_study(model, scores, config, progress=progress, log=print, journal=journal)
         summary = ablation_summary(rows)
-        write_table(summary, args.out / f"ablation_summary{suffix}{chosen}", metadata=run_config)
+        write_table(summary, result_stem_from_args(args, "ablation_summary", chosen), metadata=run_config)
         journal.finish(rows, ABLATION_COLUMNS, metadata=run_config)
     print("\naccuracy (change from baseline) [random-head spread]:\n")
     print(to_markdown(summary))
-    print(f"wrote {stem}.csv/.json/.md and {args.out / f'head_scores{suffix}'}.csv")
+    print(f"wrote {stem}.csv/.json/.md and {scores_stem}.csv")
     return 0
 
 

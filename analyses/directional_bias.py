@@ -12,7 +12,7 @@ import sys
 
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         input_error_argument, load_model_from_args, positive_int, positive_int_list,
-                        prompt_config_from_args, results_suffix, run, seed, source_from_args, task_list)
+                        prompt_config_from_args, result_stem_from_args, run, seed, source_from_args, task_list)
 from interp.core.journal import RowJournal
 from interp.core.locking import TableLock
 from interp.core.tables import to_markdown, write_table
@@ -47,8 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     every_template = args.every_template or (args.protocol == "paper" and args.template is None)
     source = source_from_args(parser, args, args.tasks)
     lengths = args.lengths or [10, 20, 50, 100]
-    suffix = results_suffix(args)
-    stem = args.out / f"directional_bias{suffix}"
+    stem = result_stem_from_args(args, "directional_bias")
     run_config = {"model": args.model, "adapter": args.adapter, "dtype": args.dtype, "tasks": args.tasks,
                   "lengths": lengths, "n": args.n, "seed": args.seed, "prompt_config": config,
                   "every_template": every_template, "source": source.describe()}
@@ -64,9 +63,9 @@ def main(argv: list[str] | None = None) -> int:
                                 progress=not args.quiet, log=print, journal=journal, source=source,
                                 every_template=every_template)
         pairs = pair_table(rows)
-        write_table(pairs, args.out / f"directional_pairs{suffix}", metadata=journal.config)
+        write_table(pairs, result_stem_from_args(args, "directional_pairs"), metadata=journal.config)
         if every_template:
-            write_table(over_templates(rows), args.out / f"directional_templates{suffix}", metadata=journal.config)
+            write_table(over_templates(rows), result_stem_from_args(args, "directional_templates"), metadata=journal.config)
         journal.finish(rows, DIRECTIONAL_COLUMNS, metadata=journal.config)
     print(to_markdown(rows, ["task", "length", "template", "n_examples", "accuracy", "stderr", "note"]))
     if every_template:

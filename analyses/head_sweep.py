@@ -21,7 +21,7 @@ from interp.models.bridge import TransformerBridge
 from interp.interventions.ablation import ABLATION_KINDS, compute_head_means
 from interp.interventions.attribution import DEFAULT_QK_ROWS, SCREENS, attribution_sweep, recheck
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
-                        load_model_from_args, positive_int, prompt_config_from_args, results_suffix, run, seed,
+                        load_model_from_args, positive_int, prompt_config_from_args, result_stem_from_args, run, seed,
                         source_from_args, task_name)
 from interp.data.paper_files import Generated, PaperData
 from interp.measure.encoding import encode_for
@@ -113,7 +113,7 @@ def sweep_heads(model: TransformerBridge, encoded, task: str, length: int, heads
     result = head_sweep(model, encoded, heads, kind=args.kind, means=means, batch_size=args.batch_size,
                         progress=not args.quiet)
     rows = result.rows(task, length, model_name(model))
-    write_table(rows, args.out / f"head_sweep{results_suffix(args)}", metadata={"args": vars(args)})
+    write_table(rows, result_stem_from_args(args, "head_sweep"), metadata={"args": vars(args)})
     worst = sorted(rows, key=lambda r: r["delta_logprob"])[:10]
     print(f"clean accuracy {result.clean.accuracy:.3f}; heads whose ablation hurts {task} most (log-prob):")
     for r in worst:
@@ -140,7 +140,7 @@ def screen_heads(parser, model: TransformerBridge, encoded, task: str, length: i
     if heads is not None:
         wanted = set(heads)
         rows = [r for r in rows if (r["layer"], r["head"]) in wanted]
-    write_table(rows, args.out / f"head_screen{results_suffix(args)}", metadata={"args": vars(args)})
+    write_table(rows, result_stem_from_args(args, "head_screen"), metadata={"args": vars(args)})
     print(f"clean accuracy {screen.clean.accuracy:.3f}; heads whose ablation is estimated to hurt {task} most "
           f"(log-prob, {screen.method}):")
     for r in sorted(rows, key=lambda r: r["delta_logprob"])[:10]:

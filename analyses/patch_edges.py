@@ -31,7 +31,7 @@ import torch
 from interp.cli import (Parser, add_model_args, add_output_args, fail, index_list, load_model_from_args, name_list,
                         non_negative_int, positive_int, positive_int_list, run, seed)
 from interp.core.journal import RowJournal
-from interp.core.naming import model_name, slug
+from interp.core.naming import model_name, result_stem
 from interp.core.tables import to_markdown, write_table
 from interp.experiments.edge_study import (CI_NOTE, EDGE_ROW_SHAPE, EdgeStudyConfig, claim_summary, edge_study,
                                            summary_table, sweep_summary)
@@ -122,9 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     config = replace(config, prepend_bos=bos)
 
     label = model_name(model) or args.model
-    suffix = "_single-shot" if config.prompt_format == "single-shot" else ""
-    stems = {"main": args.out / f"edge_patching_{slug(label)}{suffix}",
-             "layers": args.out / f"edge_patching_layers_{slug(label)}{suffix}"}
+    variant = "single-shot" if config.prompt_format == "single-shot" else ""
+    stems = {"main": result_stem(args.out, "edge_patching", label, variant=variant),
+             "layers": result_stem(args.out, "edge_patching_layers", label, variant=variant)}
     metadata = {"config": asdict(config), "model": label, "ci": CI_NOTE}
     journal = RowJournal(stems["main"], metadata, EDGE_ROW_SHAPE)
     main_rows, sweep_rows = edge_study(model, config, model_label=label, adapter=args.adapter, progress=not args.quiet,

@@ -21,6 +21,7 @@ from interp.experiments.planted_sensitivity import (CIRCUITS, SensitivityConfig,
                                                     weakest_found)
 from interp.figures import BrowserNotFoundError, save_figure
 from interp.figures.planted import planted_sensitivity_figure
+from interp.core.naming import result_stem
 from interp.core.tables import read_csv, to_markdown, write_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="only redraw the figure from <out>/planted_sensitivity_summary.csv (no model run)")
     args = parser.parse_args(argv)
     if args.redraw:
-        summary_file = args.out / "planted_sensitivity_summary.csv"
+        summary_file = result_stem(args.out, "planted_sensitivity_summary").with_suffix(".csv")
         if not summary_file.exists():
             fail(parser, "--redraw", f"{summary_file} does not exist; run without --redraw first")
         _save(planted_sensitivity_figure(read_csv(summary_file)), args)
@@ -50,12 +51,12 @@ def main(argv: list[str] | None = None) -> int:
                                circuits=circuits, n_examples=args.n)
     rows = sensitivity_study(config, progress=not args.quiet)
     meta = {"config": config.__dict__, "machine": "CPU"}
-    write_table(rows, args.out / "planted_sensitivity", metadata=meta)
+    write_table(rows, result_stem(args.out, "planted_sensitivity"), metadata=meta)
     summary = found_summary(rows)
-    write_table(summary, args.out / "planted_sensitivity_summary", metadata=meta)
+    write_table(summary, result_stem(args.out, "planted_sensitivity_summary"), metadata=meta)
     _save(planted_sensitivity_figure([asdict(row) for row in summary]), args)
     print(to_markdown(weakest_found(summary)))
-    print(f"wrote {args.out / 'planted_sensitivity'}.*, {args.out / 'planted_sensitivity_summary'}.* and "
+    print(f"wrote {result_stem(args.out, 'planted_sensitivity')}.*, {result_stem(args.out, 'planted_sensitivity_summary')}.* and "
           f"{args.figures / 'planted_sensitivity'}.*")
     return 0
 

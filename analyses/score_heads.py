@@ -12,7 +12,7 @@ import sys
 
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         input_error_argument, load_model_from_args, name_list, positive_int, positive_int_list,
-                        prompt_config_from_args, results_suffix, run, seed, source_from_args)
+                        prompt_config_from_args, result_stem_from_args, run, seed, source_from_args)
 from interp.core.lm import LanguageModel, context_length
 from interp.core.locking import TableLock
 from interp.core.naming import model_name
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         fail(parser, "--half-length", f"expected an integer >= 3, got {args.half_length}")
     tasks = tuple(t for t in args.tasks if t != "none")
 
-    stem = args.out / f"head_scores{results_suffix(args)}"
+    stem = result_stem_from_args(args, "head_scores")
     config = AblationConfig(tasks=tasks or ("UF",), lengths=tuple(args.lengths), n_examples=args.task_n, seed=args.seed,
                             prompt_config=prompt_config_from_args(parser, args, tasks), random_seeds=(),
                             source=source_from_args(parser, args, tasks or ["UF"]))

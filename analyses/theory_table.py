@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 from interp.cli import Parser, add_output_args, positive_int, positive_int_list, run, seed
+from interp.core.naming import result_stem
 from interp.core.tables import write_table
 from interp.experiments.theory_table import (DEFAULT_LENGTHS, DEFINITION, TRAIN_LENGTH, disagreements, format_theory_table, legend,
                            theory_rows)
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nAgreement with the paper's theory table: " + ("all rows agree." if not notes else "; ".join(notes)))
     metadata = {k: v for k, v in vars(args).items() if k not in ("out", "quiet")}
     metadata["definition"] = DEFINITION
-    for path in write_table(rows, args.out / "theory_table", metadata=metadata):
+    for path in write_table(rows, result_stem(args.out, "theory_table"), metadata=metadata):
         print(f"wrote {path}")
     return 0
 

@@ -20,6 +20,7 @@ from dataclasses import asdict, replace
 
 from interp.cli import (Parser, add_output_args, fraction, name_list, positive_float, positive_int, run, seed,
                         task_list)
+from interp.core.naming import result_stem
 from interp.core.tables import to_markdown, write_table
 from interp.experiments.from_scratch import POSITIONALS, PRESETS, train_table, verdict
 from interp.data.tasks import TASK_NAMES
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     config = replace(PRESETS[args.preset], **overrides)
     positionals = list(POSITIONALS) if "both" in args.positional else args.positional
     tasks = args.tasks
-    suffix = "" if args.preset == "default" else f"_{args.preset}"
+    variant = "" if args.preset == "default" else args.preset
     out = args.out
 
     started, cpu = time.time(), _cpu_seconds()
@@ -67,9 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     metadata = {"preset": args.preset, "config": asdict(config), "workers": args.workers,
                 "wall_seconds": round(time.time() - started, 1), "cpu_seconds": round(_cpu_seconds() - cpu, 1),
                 "scoring": "teacher-forced exact match, zero-shot '<bos> x : y <eos>' / ' x | q: a' lines"}
-    write_table(rows, out / f"from_scratch{suffix}", metadata=metadata)
+    write_table(rows, result_stem(out, "from_scratch", variant=variant), metadata=metadata)
     summary = verdict(rows, args.threshold)
-    write_table(summary, out / f"from_scratch{suffix}_summary", formats=("csv", "md"))
+    write_table(summary, result_stem(out, "from_scratch_summary", variant=variant), formats=("csv", "md"))
     print(to_markdown(summary))
     learned = [s for s in summary if s.agrees is not None]
     print(f"{sum(s.agrees for s in learned)}/{len(learned)} cells learned in distribution agree with the theory "

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from interp.core.locking import TableInUseError
-from interp.core.naming import EMBEDDED_MODEL
+from interp.core.naming import EMBEDDED_MODEL, result_stem
 
 
 class Parser(argparse.ArgumentParser):
@@ -368,15 +368,16 @@ def load_model_from_args(args: Namespace):
     return load_model(args.model, **kwargs)
 
 
-def results_suffix(args: Namespace) -> str:
-    """``_<model>`` (with its adapter: ``_smollm2-135m+ub``; in another dtype than float32:
-    ``_smollm2-135m_bfloat16``) for the result files of a run, so runs of different models or
-    dtypes never overwrite each other."""
-    from interp.core.naming import canonical_name, model_label, with_adapter
+def result_stem_from_args(args: Namespace, kind: str, variant: str | Sequence[str] = ()) -> Path:
+    """Where a script writes its ``kind`` of table: :func:`interp.core.naming.result_stem` under
+    ``args.out`` for the run's model, adapter and dtype.
 
-    label = model_label(with_adapter(canonical_name(args.model), getattr(args, "adapter", None)))
-    dtype = getattr(args, "dtype", None)
-    return f"_{label}" + (f"_{dtype}" if dtype not in (None, "float32") else "")
+    >>> result_stem_from_args(Namespace(out=Path("results"), model="smollm2", adapter="ub", dtype="bfloat16"),
+    ...                       "ablation").as_posix()
+    'results/ablation_smollm2-135m+ub_bfloat16'
+    """
+    return result_stem(args.out, kind, args.model, adapter=getattr(args, "adapter", None),
+                       dtype=getattr(args, "dtype", None), variant=variant)
 
 
 # --------------------------------------------------------------------------- running a script

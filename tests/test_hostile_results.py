@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -207,11 +208,24 @@ def test_head_scores_of_another_dtype_are_not_reused(tiny_llama, tmp_path):
 def test_tables_of_another_dtype_get_their_own_files():
     from argparse import Namespace
 
-    from interp.cli import results_suffix
+    from interp.cli import result_stem_from_args
 
-    assert results_suffix(Namespace(model="smollm2-135m", dtype=None)) == "_smollm2-135m"
-    assert results_suffix(Namespace(model="smollm2-135m", dtype="float32")) == "_smollm2-135m"
-    assert results_suffix(Namespace(model="smollm2-135m", dtype="bfloat16", adapter="ub")) == "_smollm2-135m+ub_bfloat16"
+    def name(**args) -> str:
+        return result_stem_from_args(Namespace(out=Path("results"), **args), "ablation").name
+
+    assert name(model="smollm2-135m", dtype=None) == "ablation_smollm2-135m"
+    assert name(model="smollm2-135m", dtype="float32") == "ablation_smollm2-135m"
+    assert name(model="smollm2-135m", dtype="bfloat16", adapter="ub") == "ablation_smollm2-135m+ub_bfloat16"
+    assert name(model="SmolLM2", dtype=None) == "ablation_smollm2-135m"  # an alias names the same file
+
+
+def test_every_result_file_name_comes_from_result_stem():
+    """One function names result files: no script or library module builds a results path by hand."""
+    root = Path(__file__).resolve().parents[1]
+    by_hand = re.compile(r"""(out|out_dir|results_dir)\)? / f?["'](?!runs)""")
+    offenders = [f"{p.relative_to(root)}:{i}" for folder in ("analyses", "interp") for p in sorted((root / folder).rglob("*.py"))
+                 for i, line in enumerate(p.read_text().splitlines(), 1) if by_hand.search(line)]
+    assert not offenders, offenders
 
 
 # --------------------------------------------------------------------------- one line instead of a traceback

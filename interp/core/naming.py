@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from interp.core.lm import LanguageModel
@@ -82,14 +83,26 @@ def model_name(model: LanguageModel) -> str:
     return str(getattr(model.cfg, "model_name", "") or "")
 
 
-def result_stem(folder: str | Path, kind: str, model: str | None = None) -> Path:
-    """The one place result files are named: ``folder/<kind>_<model label>`` (no extension; the
-    table writer adds ``.csv``, ``.json``, ``.md``), so runs of different models never overwrite
-    each other. ``model=None`` for tables that span models (the claims table).
+def result_stem(folder: str | Path, kind: str, model: str | None = None, *, adapter: str | None = None,
+                dtype: str | None = None, variant: str | Sequence[str] = ()) -> Path:
+    """The one place result files are named: ``folder/<kind>_<model label>[_<dtype>][_<variant>...]``
+    (no extension; the table writer adds ``.csv``, ``.json``, ``.md``), so runs of different models,
+    adapters, dtypes or settings never overwrite each other. ``model=None`` for tables that span
+    models (the claims table); float32, the default dtype, is not named.
 
-    >>> result_stem("results", "ablation", "smollm2-135m+ub").as_posix()
+    >>> result_stem("results", "ablation", "smollm2-135m", adapter="ub").as_posix()
     'results/ablation_smollm2-135m+ub'
-    >>> result_stem("results", "lorem_ipsum", "openai-community/gpt2-xl").as_posix()
-    'results/lorem_ipsum_gpt2-xl'
+    >>> result_stem("results", "lorem_ipsum", "openai-community/gpt2-xl", dtype="bfloat16").as_posix()
+    'results/lorem_ipsum_gpt2-xl_bfloat16'
+    >>> result_stem("results", "ablation", "qwen2.5-coder-1.5b", variant="anti-by-duplicate_v_composition").name
+    'ablation_qwen2.5-1.5b_anti-by-duplicate_v_composition'
+    >>> result_stem("results", "from_scratch", variant="quick").name
+    'from_scratch_quick'
     """
-    return Path(folder) / (f"{kind}_{model_label(model)}" if model else kind)
+    parts = [kind]
+    if model:
+        parts.append(model_label(with_adapter(canonical_name(model), adapter)))
+    if dtype not in (None, "float32"):
+        parts.append(str(dtype))
+    parts += [slug(v) for v in ([variant] if isinstance(variant, str) else variant) if v]
+    return Path(folder) / "_".join(parts)

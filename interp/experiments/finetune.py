@@ -15,7 +15,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from interp.models.adapters import add_lora, save_adapter
 from interp.models import (EMBEDDED_MODEL, TINY_MODELS, canonical_name, load_hf_model, local_checkpoint, resolve_device,
                       resolve_dtype)
-from interp.core.naming import model_label
+from interp.core.naming import model_label, result_stem
 from interp.core.tables import atomic_write_text, write_table
 from interp.models.store import publish_folder
 from interp.training.checkpoint import check_run_dir
@@ -64,8 +64,8 @@ def finetune(model_name: str, config: TrainConfig, *, run_dir: str | os.PathLike
     >>> finetune("smollm2-135m", TrainConfig(task="UB", steps=200), device="cpu")  # doctest: +SKIP
     """
     label = model_label(model_name)
-    name = f"finetune_{label}_{config.task}{'_' + tag if tag else ''}"
-    run_dir = Path(run_dir) if run_dir is not None else Path(results_dir) / "runs" / name
+    stem = result_stem(results_dir, "finetune", model_name, variant=(config.task, tag or ""))
+    run_dir = Path(run_dir) if run_dir is not None else Path(results_dir) / "runs" / stem.name
     check_run_dir(run_dir, "--run-dir")  # before any weight is loaded: a file there would fail only at the end
     check_run_dir(adapter_out, "--adapter-out")
     budget = int(memory_budget_gib * GIB) if memory_budget_gib is not None else None
@@ -75,7 +75,7 @@ def finetune(model_name: str, config: TrainConfig, *, run_dir: str | os.PathLike
 
     command = command or " ".join(shlex.quote(a) for a in sys.argv)
     info = run_info(label, config, result, memory, command)
-    table = write_history(result, label, config, Path(results_dir) / name, info)
+    table = write_history(result, label, config, stem, info)
     adapter_path = model_dir = None
     if config.lora is not None and adapter_out is not None:
         adapter_path = save_adapter(model, adapter_out, info=info, base_model=label)

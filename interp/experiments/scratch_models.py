@@ -12,6 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from interp.models.store import cache_dir
+from interp.core.naming import result_stem
 from interp.core.tables import to_markdown, write_table
 from interp.experiments.from_scratch import PRESETS, FittedModel, ScratchConfig, fit, score_bins
 
@@ -82,7 +83,7 @@ def train_scratch_model(task: str, folder: Path, *, results_dir: Path = Path("re
     info = {"name": name, "task": task, "preset": preset, "config": asdict(config), "positional": POSITIONAL,
             "command": "make trained-models", "steps": fitted.result.final_step, "seconds": fitted.timing["seconds"],
             "rows": [asdict(row) for row in rows], "scoring": "zero-shot lines, answer must end with the line's end marker"}
-    write_table(rows, Path(results_dir) / f"trained_{name}", TRAINED_COLUMNS,
+    write_table(rows, result_stem(results_dir, "trained", name), TRAINED_COLUMNS,
                 metadata={k: v for k, v in info.items() if k != "rows"})
     return save_fitted(fitted, folder, info)
 

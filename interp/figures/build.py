@@ -7,7 +7,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from interp.core.naming import slug
+from interp.core.naming import result_stem, slug
 from interp.data.tasks import TASK_NAMES, get_task
 from interp.figures.ablation import ablation_figure
 from interp.figures.edges import edge_figures
@@ -114,7 +114,7 @@ def _per_model_figures(results_dir: Path, model: str | None, log) -> Built:
 
 def _from_scratch_figures(results_dir: Path, model: str | None, log) -> Built:
     """The from-scratch training figure, when ``from_scratch.csv`` is there (it spans every model)."""
-    scratch = results_dir / "from_scratch.csv"
+    scratch = result_stem(results_dir, "from_scratch").with_suffix(".csv")
     if not scratch.exists():
         log(f"note: skipping from_scratch figures: {scratch} not found (written by analyses/train_from_scratch.py)")
         return [], []

@@ -16,7 +16,7 @@ Nothing here runs a model: re-running an analysis and then ``analyses/claims.py`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -170,6 +170,19 @@ READERS: dict[str, Callable[[str, Rows, str], list[Claim]]] = {
 }
 
 
+def heads_chosen_by(rows: Sequence[Mapping]) -> str:
+    """The head scores, other than the paper's, that chose a table's ablated heads (its rows'
+    ``selected_by``), or ``""`` for the paper's choice or a table without that column.
+
+    >>> heads_chosen_by([{"condition": "anti_induction", "selected_by": "duplicate_v_composition"},
+    ...                  {"condition": "induction", "selected_by": "induction"}])
+    'duplicate_v_composition'
+    """
+    return ", ".join(sorted({str(r["selected_by"]) for r in rows
+                             if r.get("selected_by") and r.get("condition") in ("induction", "anti_induction")
+                             and r["selected_by"] != r["condition"]}))
+
+
 def claim_rows(results_dir: str | Path) -> list[Claim]:
     """Every claim the tables in ``results_dir`` can speak to, for every model they hold.
 
@@ -189,8 +202,8 @@ def claim_rows(results_dir: str | Path) -> list[Claim]:
             raw = str(rows[0].get("model") or path.stem[len(kind):].lstrip("_") or "from scratch")
             model = model_label(raw) if "/" in raw else raw  # a model loaded from a folder is named by the folder
             found = reader(model, rows, path.name)
-            if "-by-" in path.stem:  # another choice of heads (ablate_heads.py --anti-heads-by): its own claim rows
-                chosen = path.stem.split("-by-")[-1]
+            chosen = heads_chosen_by(rows)
+            if chosen:  # another choice of heads (ablate_heads.py --anti-heads-by): its own claim rows
                 found = [replace(c, claim=f"{c.claim} (heads by {chosen})") for c in found]
             claims += found
     return claims
