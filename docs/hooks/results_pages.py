@@ -15,6 +15,8 @@ from pathlib import Path
 
 from mkdocs.structure.files import File, Files
 
+from interp.core.naming import split_result_stem
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
 FIGURES = ROOT / "figures"
@@ -22,10 +24,10 @@ PAGE_DIR = "results"
 
 
 def table_and_model(stem: str) -> tuple[str, str]:
-    """``ablation_summary_smollm2-135m`` -> (``ablation_summary``, ``smollm2-135m``): result files end in
-    ``_<model label>``, and model labels hold no underscore."""
-    table, _, model = stem.rpartition("_")
-    return (table, model) if table else (stem, "")
+    """``ablation_summary_smollm2-135m`` -> (``ablation_summary``, ``smollm2-135m``), by the package's own
+    reading of its file names (a stem of no known kind is a table of its own)."""
+    kind, rest = split_result_stem(stem)
+    return (kind, rest) if kind else (stem, "")
 
 
 def run_settings(json_path: Path) -> str:

@@ -83,6 +83,17 @@ def model_name(model: LanguageModel) -> str:
     return str(getattr(model.cfg, "model_name", "") or "")
 
 
+# Every kind of results table the toolkit writes; a file name starts with one of them (the longest that
+# fits), so the kind can be read back from a name whose model label or variant holds underscores.
+RESULT_KINDS = (
+    "ablation", "ablation_summary", "head_scores", "head_sweep", "head_screen",
+    "directional_bias", "directional_pairs", "directional_templates",
+    "edge_patching", "edge_patching_layers", "finetune", "trained", "from_scratch", "from_scratch_summary",
+    "theory_table", "planted_sensitivity", "planted_sensitivity_summary",
+    "lorem_ipsum", "lorem_ipsum_summary", "git_history", "claims", "claims_matrix",
+)
+
+
 def result_stem(folder: str | Path, kind: str, model: str | None = None, *, adapter: str | None = None,
                 dtype: str | None = None, variant: str | Sequence[str] = ()) -> Path:
     """The one place result files are named: ``folder/<kind>_<model label>[_<dtype>][_<variant>...]``
@@ -99,6 +110,8 @@ def result_stem(folder: str | Path, kind: str, model: str | None = None, *, adap
     >>> result_stem("results", "from_scratch", variant="quick").name
     'from_scratch_quick'
     """
+    if kind not in RESULT_KINDS:
+        raise ValueError(f"kind={kind!r} is not a results table kind; expected one of {RESULT_KINDS}")
     parts = [kind]
     if model:
         parts.append(model_label(with_adapter(canonical_name(model), adapter)))
@@ -106,3 +119,17 @@ def result_stem(folder: str | Path, kind: str, model: str | None = None, *, adap
         parts.append(str(dtype))
     parts += [slug(v) for v in ([variant] if isinstance(variant, str) else variant) if v]
     return Path(folder) / "_".join(parts)
+
+
+def split_result_stem(stem: str) -> tuple[str, str]:
+    """A result file's stem split into its kind and the rest (model label, dtype, variants), the
+    inverse of :func:`result_stem`'s joining; ``("", stem)`` for a name of no known kind.
+
+    >>> split_result_stem("ablation_summary_smollm2-135m_anti-by-duplicate_v_composition")
+    ('ablation_summary', 'smollm2-135m_anti-by-duplicate_v_composition')
+    >>> split_result_stem("claims")
+    ('claims', '')
+    """
+    fits = [k for k in RESULT_KINDS if stem == k or stem.startswith(k + "_")]
+    kind = max(fits, key=len, default="")
+    return kind, stem[len(kind):].lstrip("_") if kind else stem

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from interp.core.naming import model_label
+from interp.core.naming import model_label, split_result_stem
 from interp.core.stats import difference_interval
 from interp.core.tables import read_csv
 
@@ -194,12 +194,12 @@ def claim_rows(results_dir: str | Path) -> list[Claim]:
     claims: list[Claim] = []
     for kind, reader in READERS.items():
         for path in sorted(results_dir.glob(f"{kind}*.csv")):
-            if "summary" in path.stem or "layers" in path.stem:
+            if split_result_stem(path.stem)[0] != kind:  # a summary or per-layer table of the same study
                 continue
             rows = read_csv(path)
             if not rows:
                 continue
-            raw = str(rows[0].get("model") or path.stem[len(kind):].lstrip("_") or "from scratch")
+            raw = str(rows[0].get("model") or split_result_stem(path.stem)[1] or "from scratch")
             model = model_label(raw) if "/" in raw else raw  # a model loaded from a folder is named by the folder
             found = reader(model, rows, path.name)
             chosen = heads_chosen_by(rows)
