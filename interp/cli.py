@@ -37,7 +37,12 @@ class Parser(argparse.ArgumentParser):
 
 
 def fail(parser: argparse.ArgumentParser, argument: str, message: str) -> None:
-    """Refuse an argument after parsing, in the parser's own style (exit code 2)."""
+    """Refuse an argument after parsing, in the parser's own style (exit code 2).
+
+    >>> fail(Parser(prog="demo"), "--k", "expected at most 9 heads, got 12")
+    Traceback (most recent call last):
+    SystemExit: 2
+    """
     parser.error(f"argument {argument}: {message}")
 
 
@@ -52,7 +57,14 @@ def _int(text: str) -> int:
 
 
 def at_least(minimum: int) -> Callable[[str], int]:
-    """An integer argument with a lower bound (``--n``, ``--k``, ``--batch-size``)."""
+    """An integer argument with a lower bound (``--n``, ``--k``, ``--batch-size``).
+
+    >>> at_least(2)("3")
+    3
+    >>> at_least(2)("1")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: expected an integer >= 2, got '1'
+    """
 
     def parse(text: str) -> int:
         value = _int(text)
@@ -70,7 +82,11 @@ MAX_SEED = 2**31 - 1  # every generator the toolkit seeds (random, torch, numpy)
 
 
 def seed(text: str) -> int:
-    """A random seed: an integer from 0 to ``MAX_SEED``."""
+    """A random seed: an integer from 0 to ``MAX_SEED``.
+
+    >>> seed("7")
+    7
+    """
     value = _int(text)
     if not 0 <= value <= MAX_SEED:
         raise ArgumentTypeError(f"expected a seed from 0 to {MAX_SEED}, got {text!r}")
@@ -78,7 +94,11 @@ def seed(text: str) -> int:
 
 
 def seed_list(text: str) -> list[int]:
-    """Distinct seeds (``"0,1,2"`` or ``"0-2"``): a repeated seed would count one draw twice."""
+    """Distinct seeds (``"0,1,2"`` or ``"0-2"``): a repeated seed would count one draw twice.
+
+    >>> seed_list("0-2")
+    [0, 1, 2]
+    """
     values = int_list(text)
     for value in values:
         seed(str(value))
@@ -89,6 +109,11 @@ def seed_list(text: str) -> list[int]:
 
 
 def fraction(text: str) -> float:
+    """A number between 0 and 1, both included (``--warmup``, ``--threshold``).
+
+    >>> fraction("0.25")
+    0.25
+    """
     try:
         value = float(text)
     except ValueError:
@@ -150,7 +175,11 @@ def non_negative_float(text: str) -> float:
 
 
 def int_list(text: str) -> list[int]:
-    """``"10,20"``, ``"5-20"`` or ``"5-10,20"`` -> integers (ranges inclusive), at least one."""
+    """``"10,20"``, ``"5-20"`` or ``"5-10,20"`` -> integers (ranges inclusive), at least one.
+
+    >>> int_list("5-8,20")
+    [5, 6, 7, 8, 20]
+    """
     values: list[int] = []
     for part in (p for p in text.replace(" ", ",").split(",") if p):
         if "-" in part.lstrip("-"):
@@ -167,6 +196,11 @@ def int_list(text: str) -> list[int]:
 
 
 def positive_int_list(text: str) -> list[int]:
+    """:func:`int_list` with every integer >= 1 (``--lengths``).
+
+    >>> positive_int_list("10,20")
+    [10, 20]
+    """
     values = int_list(text)
     if min(values) < 1:
         raise ArgumentTypeError(f"expected positive integers, got {text!r}")
@@ -174,7 +208,12 @@ def positive_int_list(text: str) -> list[int]:
 
 
 def name_list(choices: Sequence[str], what: str, allow_all: bool = True) -> Callable[[str], list[str]]:
-    """Comma-separated names from ``choices`` (case-insensitive), ``"all"`` for every one; never empty."""
+    """Comma-separated names from ``choices`` (case-insensitive), ``"all"`` for every one; never empty.
+
+    >>> models = name_list(["smollm2", "qwen"], "models")
+    >>> models("QWEN"), models("all")
+    (['qwen'], ['smollm2', 'qwen'])
+    """
 
     def parse(text: str) -> list[str]:
         names = [n for n in text.replace(" ", ",").split(",") if n]
@@ -193,13 +232,22 @@ def name_list(choices: Sequence[str], what: str, allow_all: bool = True) -> Call
 
 
 def task_list(text: str) -> list[str]:
+    """Task names (case-insensitive, ``"all"`` for every task) -> their canonical spellings.
+
+    >>> task_list("uf,ub")
+    ['UF', 'UB']
+    """
     from interp.data.tasks import TASK_NAMES
 
     return name_list(TASK_NAMES, "tasks")(text)
 
 
 def index_list(text: str) -> list[int] | None:
-    """Layer or head indices: ``"all"`` (None) or integers and ranges like ``"0,5,14-20"``."""
+    """Layer or head indices: ``"all"`` (None) or integers and ranges like ``"0,5,14-20"``.
+
+    >>> index_list("0,5,14-16"), index_list("all")
+    ([0, 5, 14, 15, 16], None)
+    """
     if text.strip().lower() == "all":
         return None
     try:
@@ -212,7 +260,11 @@ def index_list(text: str) -> list[int] | None:
 
 
 def task_name(text: str) -> str:
-    """One task name (case-insensitive) -> its canonical spelling."""
+    """One task name (case-insensitive) -> its canonical spelling.
+
+    >>> task_name("nrfirst")
+    'NRFirst'
+    """
     from interp.data.tasks import get_task
 
     try:
@@ -222,7 +274,12 @@ def task_name(text: str) -> str:
 
 
 def writable_dir(text: str) -> Path:
-    """A folder the script can write into (created if needed), checked before any work."""
+    """A folder the script can write into (created if needed), checked before any work.
+
+    >>> import os, tempfile
+    >>> writable_dir(os.path.join(tempfile.mkdtemp(), "figures")).is_dir()
+    True
+    """
     path = Path(text).expanduser()
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -234,7 +291,13 @@ def writable_dir(text: str) -> Path:
 
 
 def writable_file(text: str) -> Path:
-    """A file the script can write (its folder created if needed), checked before any work."""
+    """A file the script can write (its folder created if needed), checked before any work.
+
+    >>> import os, tempfile
+    >>> path = writable_file(os.path.join(tempfile.mkdtemp(), "plots", "heads.png"))
+    >>> path.name, path.parent.is_dir()
+    ('heads.png', True)
+    """
     path = Path(text).expanduser()
     if path.is_dir():
         raise ArgumentTypeError(f"{str(path)!r} is a folder; expected a file name")
@@ -261,6 +324,11 @@ def new_or_existing_dir(text: str) -> Path:
 
 
 def existing_dir(text: str) -> Path:
+    """A folder that already exists (``--results``, the tables to read).
+
+    >>> existing_dir("docs").name
+    'docs'
+    """
     path = Path(text).expanduser()
     if not path.is_dir():
         raise ArgumentTypeError(f"{str(path)!r} is not a folder")
@@ -271,6 +339,13 @@ def existing_dir(text: str) -> Path:
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
+    """``--model``, ``--device``, ``--dtype``, ``--device-map`` and ``--adapter``.
+
+    >>> parser = Parser()
+    >>> add_model_args(parser)
+    >>> parser.parse_args(["--model", "tiny-gpt2", "--device", "cpu"])
+    Namespace(model='tiny-gpt2', device='cpu', dtype=None, device_map=None, adapter=None)
+    """
     parser.add_argument("--model", default=EMBEDDED_MODEL,
                         help="model name or local checkpoint folder (default: the embedded SmolLM2-135M)")
     parser.add_argument("--device", default="auto", help="'auto' (CUDA when present), 'cpu', 'cuda', 'cuda:1'")
@@ -282,11 +357,27 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
 
 
 def add_output_args(parser: argparse.ArgumentParser, default_dir: str = "results") -> None:
+    """``--out`` (a folder checked writable while parsing) and ``--quiet``.
+
+    >>> import tempfile
+    >>> parser = Parser()
+    >>> add_output_args(parser)
+    >>> args = parser.parse_args(["--out", tempfile.mkdtemp(), "--quiet"])
+    >>> args.out.is_dir(), args.quiet
+    (True, True)
+    """
     parser.add_argument("--out", type=writable_dir, default=default_dir, help=f"output folder (default: {default_dir})")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 def add_prompt_args(parser: argparse.ArgumentParser, shots: int = 5) -> None:
+    """``--shots``, ``--protocol`` and ``--template``; read them with :func:`prompt_config_from_args`.
+
+    >>> parser = Parser()
+    >>> add_prompt_args(parser)
+    >>> parser.parse_args([])
+    Namespace(shots=5, protocol='interp', template=None)
+    """
     from interp.prompts import ALL_TEMPLATES, PROTOCOLS
 
     parser.add_argument("--shots", type=non_negative_int, default=shots,
@@ -301,7 +392,13 @@ def add_prompt_args(parser: argparse.ArgumentParser, shots: int = 5) -> None:
 
 def prompt_config_from_args(parser: argparse.ArgumentParser, args: Namespace, tasks: Sequence[str] = ()):
     """The :class:`interp.prompts.PromptConfig` of ``--shots`` / ``--protocol`` / ``--template``;
-    with ``tasks``, a template that does not apply to one of them is refused here, by name."""
+    with ``tasks``, a template that does not apply to one of them is refused here, by name.
+
+    >>> parser = Parser()
+    >>> add_prompt_args(parser)
+    >>> prompt_config_from_args(parser, parser.parse_args(["--shots", "3"]), tasks=["UF"])
+    PromptConfig(n_shots=3, template=None, demo_length=None, prepend_bos=None, protocol='interp')
+    """
     from interp.data.tasks import get_task
     from interp.prompts import PromptConfig
 
@@ -321,6 +418,13 @@ def prompt_config_from_args(parser: argparse.ArgumentParser, args: Namespace, ta
 
 
 def add_source_args(parser: argparse.ArgumentParser) -> None:
+    """``--data`` (the paper's JSONL files) and ``--repeats``; read them with :func:`source_from_args`.
+
+    >>> parser = Parser()
+    >>> add_source_args(parser)
+    >>> parser.parse_args(["--repeats", "sparse"])
+    Namespace(data=None, repeats='sparse')
+    """
     from interp.data.tasks import REPEATS
 
     parser.add_argument("--data", action="append", default=None, metavar="FILE",
@@ -333,7 +437,13 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
 
 
 def source_from_args(parser: argparse.ArgumentParser, args: Namespace, tasks):
-    """The examples' source: the paper's files of ``--data`` (records of ``tasks``), else the generator."""
+    """The examples' source: the paper's files of ``--data`` (records of ``tasks``), else the generator.
+
+    >>> parser = Parser()
+    >>> add_source_args(parser)
+    >>> source_from_args(parser, parser.parse_args([]), ["UF"])
+    Generated(vocabulary=None, repeats='pool')
+    """
     from interp.data.paper_files import Generated, read_paper_jsonl
 
     if not args.data:
@@ -346,7 +456,13 @@ def source_from_args(parser: argparse.ArgumentParser, args: Namespace, tasks):
 
 def input_error_argument(message: str, args: Namespace) -> str:
     """The argument a failed input check (context, vocabulary, data, ``k``) is about: what the user
-    chose, not always ``--lengths`` (with ``--data`` the lengths come from the files)."""
+    chose, not always ``--lengths`` (with ``--data`` the lengths come from the files).
+
+    >>> input_error_argument("length 9000 is past the model's context", Namespace(data=["uf.jsonl"]))
+    '--data'
+    >>> input_error_argument("k=12 is more than the model's 9 heads", Namespace(data=None))
+    '--k'
+    """
     if message.startswith("k="):
         return "--k"
     if message.startswith("--n ") or "--n " in message.partition(":")[0]:
@@ -359,7 +475,12 @@ def input_error_argument(message: str, args: Namespace) -> str:
 
 
 def load_model_from_args(args: Namespace):
-    """The model the common arguments describe (with its adapter, when one is named)."""
+    """The model the common arguments describe (with its adapter, when one is named).
+
+    >>> args = Namespace(model="tiny-gpt2", device="cpu", dtype=None, device_map=None, adapter=None)
+    >>> load_model_from_args(args).cfg.n_layers
+    2
+    """
     from interp.models import load_model
 
     kwargs = dict(device=None if args.device_map else args.device, dtype=args.dtype, device_map=args.device_map)
@@ -389,7 +510,15 @@ USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, P
 def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> int:
     """Run a script's ``main``; a mistake the library reports (a ``ValueError`` naming the
     argument) becomes one ``error:`` line and exit code 2 instead of a traceback.
-    ``INTERP_DEBUG=1`` shows the traceback."""
+    ``INTERP_DEBUG=1`` shows the traceback.
+
+    >>> def main(argv):
+    ...     raise ValueError("--n: expected an integer >= 1")
+    >>> run(main)  # the error line goes to stderr
+    2
+    >>> run(lambda argv: None)
+    0
+    """
     try:
         return int(main(argv) or 0)
     except USER_ERRORS as err:

@@ -57,7 +57,17 @@ def row_from_mapping(row_type: type[RowType], values: Mapping[str, object]) -> R
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path beside ``path`` to write to; renamed over ``path`` when the block ends,
-    removed if it raises. Readers see the old file or the new one, never half of one."""
+    removed if it raises. Readers see the old file or the new one, never half of one.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "scores.csv"
+    >>> with atomic_path(path) as tmp:
+    ...     _ = tmp.write_text("head,score")
+    ...     path.exists()
+    False
+    >>> path.read_text()
+    'head,score'
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -72,12 +82,26 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through :func:`atomic_path`; returns ``path``.
+
+    >>> import tempfile
+    >>> path = atomic_write_text(Path(tempfile.mkdtemp()) / "notes.md", "# Notes")
+    >>> path.name, path.read_text()
+    ('notes.md', '# Notes')
+    """
     with atomic_path(path) as tmp:
         tmp.write_text(text)
     return Path(path)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through :func:`atomic_path`; returns ``path``.
+
+    >>> import tempfile
+    >>> path = atomic_write_bytes(Path(tempfile.mkdtemp()) / "figure.png", b"PNG")
+    >>> path.name, path.read_bytes()
+    ('figure.png', b'PNG')
+    """
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
     return Path(path)
@@ -92,13 +116,13 @@ def _columns(rows: Sequence[Mapping[str, object]], columns: Sequence[str] | None
     return list(seen)
 
 
-def format_value(value: object, digits: int = 3) -> str:
+def _format_value(value: object, digits: int = 3) -> str:
     if isinstance(value, float):
         return "nan" if math.isnan(value) else f"{value:.{digits}f}"
     return "" if value is None else str(value)
 
 
-def to_csv(rows: Sequence[Row], columns: Sequence[str] | None = None) -> str:
+def _to_csv(rows: Sequence[Row], columns: Sequence[str] | None = None) -> str:
     rows = [as_mapping(row) for row in rows]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=_columns(rows, columns), extrasaction="ignore", lineterminator="\n")
@@ -108,16 +132,28 @@ def to_csv(rows: Sequence[Row], columns: Sequence[str] | None = None) -> str:
 
 
 def to_markdown(rows: Sequence[Row], columns: Sequence[str] | None = None, digits: int = 3) -> str:
+    """``rows`` as a Markdown table: floats to ``digits`` decimals, None as an empty cell.
+
+    >>> print(to_markdown([{"task": "UF", "accuracy": 0.96875}, {"task": "UB", "accuracy": None}]), end="")
+    | task | accuracy |
+    |---|---|
+    | UF | 0.969 |
+    | UB |  |
+    """
     rows = [as_mapping(row) for row in rows]
     cols = _columns(rows, columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    lines += ["| " + " | ".join(format_value(row.get(c), digits) for c in cols) + " |" for row in rows]
+    lines += ["| " + " | ".join(_format_value(row.get(c), digits) for c in cols) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
 def stem_file(stem: str | Path, fmt: str) -> Path:
     """``stem.<fmt>``. Not ``Path.with_suffix``: model names have dots (``ablation_qwen2.5-1.5b``),
-    and a suffix there would replace ``.5b``."""
+    and a suffix there would replace ``.5b``.
+
+    >>> stem_file("results/ablation_qwen2.5-1.5b", "csv").as_posix()
+    'results/ablation_qwen2.5-1.5b.csv'
+    """
     stem = Path(stem)
     return stem.with_name(f"{stem.name}.{fmt}")
 
@@ -128,13 +164,19 @@ def write_table(rows: Sequence[Row], stem: str | Path, columns: Sequence[str] | 
 
     Every format is rendered and written to its temporary file before any is renamed into
     place, so the files of one table come from one call (no mix of an old csv and a new md).
-    Dataclass rows are written by their fields, in field order."""
+    Dataclass rows are written by their fields, in field order.
+
+    >>> import tempfile
+    >>> paths = write_table([{"task": "UF", "accuracy": 1.0}], Path(tempfile.mkdtemp()) / "accuracy")
+    >>> [path.name for path in paths]
+    ['accuracy.csv', 'accuracy.json', 'accuracy.md']
+    """
     stem = Path(stem)
     rows = [as_mapping(row) for row in rows]
     texts = {}
     for fmt in formats:
         if fmt == "csv":
-            texts[fmt] = to_csv(rows, columns)
+            texts[fmt] = _to_csv(rows, columns)
         elif fmt == "json":
             texts[fmt] = json.dumps({"metadata": dict(metadata or {}), "rows": list(map(dict, rows))}, indent=2, default=str)
         elif fmt == "md":
@@ -148,12 +190,23 @@ def write_table(rows: Sequence[Row], stem: str | Path, columns: Sequence[str] | 
 
 
 def json_ready(value: object) -> object:
-    """``value`` as it reads back from a JSON file (tuples become lists, unknown objects strings)."""
+    """``value`` as it reads back from a JSON file (tuples become lists, unknown objects strings).
+
+    >>> json_ready({"lengths": (5, 10), "out": Path("results")})
+    {'lengths': [5, 10], 'out': 'results'}
+    """
     return json.loads(json.dumps(value, default=str))
 
 
 def read_table_metadata(stem: str | Path) -> dict | None:
-    """The metadata stored with a table (``stem.json``), or None when there is no readable one."""
+    """The metadata stored with a table (``stem.json``), or None when there is no readable one.
+
+    >>> import tempfile
+    >>> stem = Path(tempfile.mkdtemp()) / "ablation"
+    >>> _ = write_table([{"head": "1.2"}], stem, metadata={"model": "tiny-gpt2"})
+    >>> read_table_metadata(stem), read_table_metadata(stem.with_name("absent"))
+    ({'model': 'tiny-gpt2'}, None)
+    """
     try:
         return json.loads(stem_file(stem, "json").read_text())["metadata"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -161,7 +214,14 @@ def read_table_metadata(stem: str | Path) -> dict | None:
 
 
 def read_csv(path: str | Path, required: Sequence[str] = ()) -> list[dict]:
-    """Rows of a results CSV with numbers parsed; a clear error names the file and what is wrong."""
+    """Rows of a results CSV with numbers parsed; a clear error names the file and what is wrong.
+
+    >>> import tempfile
+    >>> stem = Path(tempfile.mkdtemp()) / "accuracy"
+    >>> _ = write_table([{"task": "UF", "length": 10, "accuracy": 0.5, "note": None}], stem, formats=["csv"])
+    >>> read_csv(stem_file(stem, "csv"), required=["accuracy"])
+    [{'task': 'UF', 'length': 10, 'accuracy': 0.5, 'note': None}]
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"results file {path} does not exist (run the analysis that writes it first)")
@@ -177,13 +237,13 @@ def read_csv(path: str | Path, required: Sequence[str] = ()) -> list[dict]:
                     have = len(reader.fieldnames or []) + len(row.get(None, [])) - list(row.values()).count(None)
                     raise ValueError(f"results file {path}, line {reader.line_num}: {have} fields where the "
                                      f"header has {len(reader.fieldnames or [])}")
-                rows.append({k: parse_value(v) for k, v in row.items()})
+                rows.append({k: _parse_value(v) for k, v in row.items()})
             return rows
     except (UnicodeDecodeError, csv.Error) as err:
         raise ValueError(f"results file {path} is not a readable CSV table ({err})") from None
 
 
-def parse_value(text: str | None) -> object:
+def _parse_value(text: str | None) -> object:
     if text is None or text == "":
         return None
     if text in ("True", "False"):

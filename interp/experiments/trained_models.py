@@ -24,7 +24,12 @@ logger = logging.getLogger(__name__)
 def finetune_config(task: str):
     """The fine-tuning run of ``smollm2-135m-ft-<task>``: lengths 3-10 cover the edge-patching
     lengths (3, 5, 7, 9) in distribution; 200 steps of 8 at lr 1e-4, stopping once both
-    in-distribution lengths reach 0.98 (50 examples each)."""
+    in-distribution lengths reach 0.98 (50 examples each).
+
+    >>> config = finetune_config("UB")
+    >>> config.task, config.train_lengths, config.steps, config.lr
+    ('UB', (3, 4, 5, 6, 7, 8, 9, 10), 200, 0.0001)
+    """
     return TrainConfig(task=task, train_lengths=tuple(range(3, 11)), id_lengths=(5, 10), ood_lengths=(15, 20),
                        steps=200, batch_size=8, lr=1e-4, warmup_frac=0.1, n_shots=0, template=None,
                        eval_every=50, eval_examples=50, checkpoint_every=50, stop_at_accuracy=0.98)
@@ -58,6 +63,7 @@ def export_step(name: str, folder: Path) -> Path:
     analysis takes it as ``--model FOLDER``), for looking at a run before it has finished.
 
     >>> export_step("smollm2-135m-ft-ub", Path("/tmp/ft-ub-step100"))  # doctest: +SKIP
+    PosixPath('/tmp/ft-ub-step100')
     """
     model = TRAINED_MODELS[name]
     if model.origin != "finetuned":

@@ -181,7 +181,12 @@ SELECT_HOOK = "unembed.hook_in"
 def select_positions_hook(positions: Int[Tensor, "batch slot"]) -> Hook:
     """A hook on the unembedding's input keeping only ``positions`` of each row, so logits (and
     their gradient) are computed only where they are read: the unembedding costs about a fifth
-    of SmolLM2-135M's forward pass (49k-token vocabulary) and a sixth of Qwen2.5-1.5B's (152k)."""
+    of SmolLM2-135M's forward pass (49k-token vocabulary) and a sixth of Qwen2.5-1.5B's (152k).
+
+    >>> name, select = select_positions_hook(torch.tensor([[2, 0]]))
+    >>> name, select(torch.arange(6.0).view(1, 3, 2), hook=None).tolist()  # residual of 1 row, 3 positions
+    ('unembed.hook_in', [[[4.0, 5.0], [0.0, 1.0]]])
+    """
 
     def select(residual: Float[Tensor, "batch pos d_model"], hook) -> Float[Tensor, "batch slot d_model"]:
         return gather_positions(residual, positions)
@@ -212,13 +217,20 @@ def logits_at(model: LanguageModel, tokens: Int[Tensor, "batch pos"], positions:
     return gather_positions(forward_logits(model, tokens, fwd_hooks), positions)
 
 
-def answer_logits(model: LanguageModel, batch: PaddedBatch, fwd_hooks: Sequence[Hook] = ()) -> Float[Tensor, "batch slot d_vocab"]:
+def _answer_logits(model: LanguageModel, batch: PaddedBatch, fwd_hooks: Sequence[Hook] = ()) -> Float[Tensor, "batch slot d_vocab"]:
     """Logits of one batch at its answer positions only (``AnswerPositions``), ``fwd_hooks`` active."""
     return logits_at(model, batch.tokens, AnswerPositions.of(batch.items).positions, fwd_hooks)
 
 
 def check_context(model: LanguageModel, encoded: Sequence[EncodedPrompt]) -> None:
-    """Fail early, with the sizes, when a prompt + answer does not fit the model's context."""
+    """Fail early, with the sizes, when a prompt + answer does not fit the model's context.
+
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-gpt2", device="cpu")  # a context of 512 tokens
+    >>> check_context(model, [EncodedPrompt(prompt_ids=(1,) * 600, answer_ids=(2,), end=AnswerEnd.not_required())])
+    Traceback (most recent call last):
+    ValueError: the longest prompt + answer has 601 tokens but the model's context (cfg.n_ctx) is 512: ...
+    """
     n_ctx = context_length(model)
     longest = max((len(p.ids) for p in encoded), default=0)
     if n_ctx is not None and longest > n_ctx:
@@ -247,6 +259,6 @@ def teacher_forced_scores(model: LanguageModel, encoded: Sequence[EncodedPrompt]
             positions = AnswerPositions.of(batch.items).positions
             logits = gather_positions(forward_logits(model, batch.tokens, fwd_hooks), positions)
         else:
-            logits = answer_logits(model, batch, fwd_hooks)
+            logits = _answer_logits(model, batch, fwd_hooks)
         rows_by_batch.append((batch.indices, answer_rows(logits, batch.items)))
     return AnswerScores.from_rows(in_input_order(len(encoded), rows_by_batch), keep_predictions)

@@ -60,6 +60,17 @@ TRAINED_REPOS = {name: "HuggingFaceTB/SmolLM2-135M-Instruct" for name, m in TRAI
 
 
 def is_built(folder: Path) -> bool:
+    """Whether ``folder`` holds a loadable model: its ``config.json`` and safetensors weights.
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> is_built(folder)
+    False
+    >>> _ = (folder / "config.json").write_text("{}")
+    >>> _ = (folder / "model.safetensors").write_bytes(b"")
+    >>> is_built(folder)
+    True
+    """
     return (folder / "config.json").exists() and any(folder.glob("*.safetensors"))
 
 

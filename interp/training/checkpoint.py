@@ -34,18 +34,32 @@ WAY_OUT = "delete it or start afresh with --no-resume (resume=False)"
 
 
 def trainable_state(model: torch.nn.Module) -> dict[str, Tensor]:
-    """The parameters training changes (all of them, or just the adapter's)."""
+    """The parameters training changes (all of them, or just the adapter's).
+
+    >>> model = torch.nn.Linear(2, 1)
+    >>> _ = model.bias.requires_grad_(False)
+    >>> list(trainable_state(model))
+    ['weight']
+    """
     return {name: p.detach().cpu().clone() for name, p in model.named_parameters() if p.requires_grad}
 
 
 def rng_state() -> dict:
+    """The state of every generator training draws from (Python's, torch's, CUDA's), to checkpoint.
+
+    >>> state = rng_state()
+    >>> first = torch.rand(1)
+    >>> torch.set_rng_state(state["torch"])
+    >>> torch.equal(torch.rand(1), first)
+    True
+    """
     state = {"python": random.getstate(), "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
 
-def set_rng_state(state: dict) -> None:
+def _set_rng_state(state: dict) -> None:
     random.setstate(state["python"])
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
@@ -123,7 +137,20 @@ def _read_legacy(path: Path) -> dict:
 
 
 def read_checkpoint(path: Path) -> dict:
-    """The payload of a checkpoint, or one clear error naming the file and the way out."""
+    """The payload of a checkpoint, or one clear error naming the file and the way out.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / CHECKPOINT_NAME
+    >>> save_checkpoint(path, {"step": 3, "config": {}, "model": {"w": torch.ones(2)}, "optimizer": {},
+    ...                        "scheduler": {}, "rng": {}})
+    >>> payload = read_checkpoint(path)
+    >>> payload["step"], payload["model"]
+    (3, {'w': tensor([1., 1.])})
+    >>> _ = path.write_bytes(b"not a checkpoint")
+    >>> read_checkpoint(path)
+    Traceback (most recent call last):
+    interp.training.checkpoint.CheckpointUnreadable: checkpoint ... cannot be read (...); delete it or start afresh ...
+    """
     path = Path(path)
     payload = _read_legacy(path) if path.suffix == ".pt" else _read_safetensors(path)
     missing = [k for k in REQUIRED if not isinstance(payload, dict) or k not in payload]
@@ -134,6 +161,23 @@ def read_checkpoint(path: Path) -> dict:
 
 
 def restore(path: Path, model: torch.nn.Module, optimizer, scheduler, scaler, config: TrainConfig):
+    """Load a checkpoint of this same configuration into the model, optimizer, scheduler, scaler
+    and RNGs; returns ``(step, history, losses, stopped)`` for the run to go on from.
+
+    >>> import tempfile
+    >>> config = TrainConfig(task="UF")
+    >>> model = torch.nn.Linear(2, 1)
+    >>> optimizer = torch.optim.AdamW(model.parameters())
+    >>> scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    >>> path = Path(tempfile.mkdtemp()) / CHECKPOINT_NAME
+    >>> save_checkpoint(path, {"step": 3, "config": config.as_dict(), "model": {"weight": torch.zeros(1, 2)},
+    ...                        "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+    ...                        "rng": rng_state(), "history": [], "losses": [(3, 0.5)]})
+    >>> restore(path, model, optimizer, scheduler, None, config)
+    (3, [], [(3, 0.5)], False)
+    >>> model.weight.tolist()
+    [[0.0, 0.0]]
+    """
     payload = read_checkpoint(path)
     saved, current = _comparable(payload["config"]), _comparable(config.as_dict())
     if saved != current:
@@ -151,5 +195,5 @@ def restore(path: Path, model: torch.nn.Module, optimizer, scheduler, scaler, co
     scheduler.load_state_dict(payload["scheduler"])
     if scaler is not None and payload.get("scaler") is not None:
         scaler.load_state_dict(payload["scaler"])
-    set_rng_state(payload["rng"])
+    _set_rng_state(payload["rng"])
     return payload["step"], payload["history"], payload["losses"], payload.get("stopped", False)

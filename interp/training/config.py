@@ -120,7 +120,12 @@ def check_hyperparameters(lr: float, weight_decay: float, max_grad_norm: float) 
 
 
 def check_lengths(config: TrainConfig, vocabulary: Sequence[str]) -> None:
-    """Refuse lengths the vocabulary cannot express, naming the split, before any training."""
+    """Refuse lengths the vocabulary cannot express, naming the split, before any training.
+
+    >>> check_lengths(TrainConfig(task="UF", train_lengths=(5,), id_lengths=(5,), ood_lengths=(30,)), "abcdefghij")
+    Traceback (most recent call last):
+    ValueError: ood length 30 is not usable for UF: vocabulary of 10 items is too small for UF at length 30: ...
+    """
     for split, lengths in (("train", config.train_lengths), ("id", config.id_lengths), ("ood", config.ood_lengths)):
         for length in lengths:
             try:

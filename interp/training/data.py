@@ -38,7 +38,16 @@ def _step_rng(kind: str, config: TrainConfig, step: int) -> random.Random:
 
 
 def training_prompts(config: TrainConfig, step: int, vocabulary: Sequence[str]) -> list[Prompt]:
-    """The examples (with demonstrations) of optimizer step ``step``: a function of (seed, step)."""
+    """The examples (with demonstrations) of optimizer step ``step``: a function of (seed, step).
+
+    >>> from interp.data.tasks import ALNUM
+    >>> config = TrainConfig(task="UF", train_lengths=(3,), batch_size=2, n_shots=0, template=None)
+    >>> prompts = training_prompts(config, 0, ALNUM)
+    >>> len(prompts), prompts[0].text, prompts[0].answer_text
+    (2, '<bos> x m 2 :', ' x m 2')
+    >>> training_prompts(config, 0, ALNUM) == prompts, training_prompts(config, 1, ALNUM) == prompts
+    (True, False)
+    """
     rng = _step_rng("examples", config, step)
     examples = [generate_example(config.spec, rng.choice(config.train_lengths), rng, vocabulary)
                 for _ in range(config.batch_size)]
@@ -50,7 +59,15 @@ def training_prompts(config: TrainConfig, step: int, vocabulary: Sequence[str]) 
 
 
 def end_token_id(tokenizer, prompt: Prompt) -> int:
-    """The token the model must emit after the answer (first token of the line's end marker)."""
+    """The token the model must emit after the answer (first token of the line's end marker).
+
+    >>> from interp.data.tasks import ALNUM
+    >>> from interp.models.tiny import tiny_tokenizer
+    >>> tokenizer = tiny_tokenizer()
+    >>> prompt = training_prompts(TrainConfig(task="UF", n_shots=0, template=None), 0, ALNUM)[0]
+    >>> prompt.end_text, tokenizer.convert_ids_to_tokens(end_token_id(tokenizer, prompt))  # the tiny tokenizer splits it
+    (' <eos>', 'Ġ')
+    """
     ids = text_ids(tokenizer, prompt.end_text)
     if not ids:
         raise ValueError(f"end marker {prompt.end_text!r} encodes to no token")
@@ -59,6 +76,17 @@ def end_token_id(tokenizer, prompt: Prompt) -> int:
 
 def training_items(config: TrainConfig, step: int, tokenizer, vocabulary: Sequence[str],
                    prepend_bos: bool) -> list[TrainItem]:
+    """The tokenized sequences of optimizer step ``step`` (:func:`training_prompts`, each followed
+    by its end token), with random position offsets when ``config.max_position`` is set.
+
+    >>> from interp.data.tasks import ALNUM
+    >>> from interp.models.tiny import tiny_tokenizer
+    >>> tokenizer = tiny_tokenizer()
+    >>> config = TrainConfig(task="UF", train_lengths=(3,), batch_size=2, n_shots=0, template=None)
+    >>> item = training_items(config, 0, tokenizer, ALNUM, prepend_bos=True)[0]
+    >>> tokenizer.decode(item.ids[:item.answer_start]), tokenizer.decode(item.ids[item.answer_start:])
+    ('<|endoftext|><bos> x m 2 :', ' x m 2 ')
+    """
     prompts = training_prompts(config, step, vocabulary)
     encoded = encode_prompts(tokenizer, prompts, prepend_bos=prepend_bos)
     offsets = _step_rng("offsets", config, step)
@@ -89,7 +117,13 @@ class Batch:
 
 def collate(items: Sequence[TrainItem], pad_id: int, with_positions: bool,
             max_position: int | None = None) -> Batch:
-    """Right-pad (causal models never let real positions see the padding) and shift labels."""
+    """Right-pad (causal models never let real positions see the padding) and shift labels.
+
+    >>> batch = collate([TrainItem((1, 2, 3, 4), answer_start=2), TrainItem((1, 2, 3), answer_start=2)],
+    ...                 pad_id=0, with_positions=False)
+    >>> batch.tokens.tolist(), batch.targets.tolist()  # the logits at t predict token t + 1
+    ([[1, 2, 3, 4], [1, 2, 3, 0]], [[-100, 3, 4, -100], [-100, 3, -100, -100]])
+    """
     tokens, real = right_pad([it.ids for it in items], pad_id)
     width = tokens.shape[1]
     targets = torch.full((len(items), width), IGNORE_INDEX, dtype=torch.long)
@@ -107,6 +141,14 @@ def collate(items: Sequence[TrainItem], pad_id: int, with_positions: bool,
 
 
 def base_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The Hugging Face model itself: unwrapped from ``peft`` under LoRA, else ``model``.
+
+    >>> from interp.models.adapters import add_lora
+    >>> from interp.models.tiny import tiny_hf_model
+    >>> model = tiny_hf_model("tiny-gpt2")[0]
+    >>> base_model(add_lora(model)) is model, base_model(model) is model
+    (True, True)
+    """
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
@@ -116,7 +158,21 @@ def _accepts(model: torch.nn.Module, argument: str) -> bool:
 
 def batch_loss(model: torch.nn.Module, batch: Batch, normaliser: int, autocast) -> Float[Tensor, ""]:
     """Summed cross-entropy of the answer tokens, divided by the whole step's answer-token count,
-    so gradient accumulation adds up to exactly the full-batch mean."""
+    so gradient accumulation adds up to exactly the full-batch mean.
+
+    >>> from contextlib import nullcontext
+    >>> from interp.data.tasks import ALNUM
+    >>> from interp.models.tiny import tiny_hf_model
+    >>> model, tokenizer = tiny_hf_model("tiny-gpt2")
+    >>> _ = model.eval()  # no dropout, so the two ways below see the same network
+    >>> config = TrainConfig(task="UF", train_lengths=(3,), batch_size=2, n_shots=0, template=None)
+    >>> items = training_items(config, 0, tokenizer, ALNUM, prepend_bos=True)
+    >>> n = collate(items, 0, with_positions=False).n_targets
+    >>> full = batch_loss(model, collate(items, 0, with_positions=False), n, nullcontext)
+    >>> halves = sum(batch_loss(model, collate([item], 0, with_positions=False), n, nullcontext) for item in items)
+    >>> torch.allclose(full, halves)
+    True
+    """
     device = next(model.parameters()).device
     kwargs = {"input_ids": batch.tokens.to(device), "attention_mask": batch.attention_mask.to(device)}
     if batch.position_ids is not None:

@@ -38,6 +38,13 @@ class HFForward:
 
 
 def autocast_context(device: torch.device, precision: Precision) -> Callable[[], contextlib.AbstractContextManager]:
+    """A factory of the context that runs a forward pass in ``precision`` on ``device`` (autocast
+    for bf16 / fp16, nothing for fp32); a factory, since each pass needs a fresh context.
+
+    >>> with autocast_context(torch.device("cpu"), "bf16")():
+    ...     (torch.ones(2, 2) @ torch.ones(2, 2)).dtype
+    torch.bfloat16
+    """
     if precision == "fp32":
         return contextlib.nullcontext
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16

@@ -76,7 +76,12 @@ def _optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optim
 
 
 def lr_factor(config: TrainConfig, step: int) -> float:
-    """Multiplier of the learning rate for optimizer step ``step`` (0-based, as LambdaLR counts)."""
+    """Multiplier of the learning rate for optimizer step ``step`` (0-based, as LambdaLR counts).
+
+    >>> config = TrainConfig(steps=10, warmup_frac=0.2)  # 2 warmup steps, then linear decay
+    >>> [lr_factor(config, step) for step in (0, 1, 2, 6, 9)]
+    [0.5, 1.0, 1.0, 0.5, 0.125]
+    """
     warmup = int(config.warmup_frac * config.steps)
     if step < warmup:
         return (step + 1) / warmup

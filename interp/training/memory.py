@@ -20,7 +20,7 @@ from interp.training.data import base_model, training_items
 GIB = 1024**3
 
 
-def training_shape(model: torch.nn.Module) -> ModelShape:
+def _training_shape(model: torch.nn.Module) -> ModelShape:
     """What the memory estimate needs to know about a Hugging Face model (LoRA weights not
     counted); works on a meta-device model too (nothing is read but shapes)."""
     base = base_model(model)
@@ -60,7 +60,12 @@ def estimate_training_memory(shape: ModelShape, n_trainable: int, seq_len: int, 
     """Weights for every parameter; gradients and two AdamW moments for the trainable ones (in
     the weights' dtype, so fp32 master weights under autocast cost 4+4+8 bytes a parameter);
     activations after Korthikanti et al. (2022): per layer and token ~17 d_model values plus
-    2.5 x heads x seq attention values, only the layer inputs when checkpointing; plus logits."""
+    2.5 x heads x seq attention values, only the layer inputs when checkpointing; plus logits.
+
+    >>> smollm2 = ModelShape(30, 9, d_model=576, vocab_size=49152, n_params=134_515_008)
+    >>> estimate_training_memory(smollm2, n_trainable=134_515_008, seq_len=64, micro_batch=8).describe()
+    '~2.9 GiB (weights 0.5 + grads 0.5 + AdamW 1.0 + activations ~0.9)'
+    """
     act_bytes = 2 if precision in ("bf16", "fp16") or weight_bytes == 2 else 4
     tokens = seq_len * micro_batch
     per_layer = tokens * (17 * shape.d_model + 2.5 * shape.n_heads * seq_len) * act_bytes
@@ -74,7 +79,11 @@ def estimate_training_memory(shape: ModelShape, n_trainable: int, seq_len: int, 
 
 
 def device_memory_bytes(device: torch.device) -> int | None:
-    """Total memory of a CUDA device, or of the machine for the CPU; None when unknown."""
+    """Total memory of a CUDA device, or of the machine for the CPU; None when unknown.
+
+    >>> device_memory_bytes(torch.device("cpu")) > GIB, device_memory_bytes(torch.device("meta"))
+    (True, None)
+    """
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device.index or 0).total_memory
     if device.type == "cpu":
@@ -92,7 +101,14 @@ def _gib(n: int) -> str:
 def check_memory(estimate: MemoryEstimate, device: torch.device, budget_bytes: int | None = None,
                  what: str = "this run") -> None:
     """Raise :class:`InsufficientMemoryError` when ``estimate`` exceeds the budget (the device's
-    memory unless given)."""
+    memory unless given).
+
+    >>> estimate = MemoryEstimate(weights=GIB, grads=GIB, optimizer=2 * GIB, activations=GIB)
+    >>> check_memory(estimate, torch.device("cpu"), budget_bytes=8 * GIB)  # fits: nothing happens
+    >>> check_memory(estimate, torch.device("cpu"), budget_bytes=4 * GIB)
+    Traceback (most recent call last):
+    interp.training.memory.InsufficientMemoryError: this run needs ~5.0 GiB (...) but cpu has 4.0 GiB; use --lora, ...
+    """
     budget = budget_bytes if budget_bytes is not None else device_memory_bytes(device)
     if budget is None or estimate.total <= budget:
         return
@@ -105,9 +121,16 @@ def check_memory(estimate: MemoryEstimate, device: torch.device, budget_bytes: i
 
 def plan_memory(model: torch.nn.Module, tokenizer, config: TrainConfig, weight_bytes: int,
                 vocabulary: Sequence[str] | None = None) -> MemoryEstimate:
-    """The estimate for ``config`` on ``model`` (real or meta), at the longest training length."""
+    """The estimate for ``config`` on ``model`` (real or meta), at the longest training length.
+
+    >>> from interp.models.tiny import tiny_hf_model
+    >>> model, tokenizer = tiny_hf_model("tiny-gpt2")
+    >>> config = TrainConfig(task="UF", train_lengths=(3,), batch_size=2, n_shots=0, template=None)
+    >>> plan_memory(model, tokenizer, config, weight_bytes=4).describe()
+    '~2.7 MiB (weights 0.6 + grads 0.6 + AdamW 1.2 + activations ~0.3)'
+    """
     vocabulary = tuple(vocabulary or single_token_vocabulary(tokenizer, ALNUM))
-    shape = training_shape(model)
+    shape = _training_shape(model)
     n_trainable = lora_parameter_count(model, config.lora) if config.lora else shape.n_params
     longest = replace(config, train_lengths=(max(config.train_lengths),), batch_size=config.grad_accum)
     prepend_bos = config.prompt_config(tokenizer_adds_bos(tokenizer)).prepend_bos

@@ -66,7 +66,13 @@ def _key(key: object) -> object:
 
 
 def same_tree(a: object, b: object) -> bool:
-    """Whether two payloads hold the same values and types (tensors compared bit for bit)."""
+    """Whether two payloads hold the same values and types (tensors compared bit for bit).
+
+    >>> same_tree({"w": torch.ones(2), "step": (3,)}, {"w": torch.ones(2), "step": (3,)})
+    True
+    >>> same_tree((3,), [3]), same_tree(torch.ones(2), torch.ones(2, dtype=torch.float64))
+    (False, False)
+    """
     if isinstance(a, Tensor) or isinstance(b, Tensor):
         return isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype == b.dtype and torch.equal(a, b)
     if type(a) is not type(b):
