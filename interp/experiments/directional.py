@@ -84,14 +84,26 @@ def _quiet(_: str) -> None:
 
 def cell_configs(spec: TaskSpec, prompt_config: PromptConfig, every_template: bool) -> list[PromptConfig]:
     """The prompt configurations a task is evaluated under: one, or every template of the
-    protocol for the task's family."""
+    protocol for the task's family.
+
+    >>> from interp.data.tasks import get_task
+    >>> [c.template for c in cell_configs(get_task("UR"), PromptConfig(), every_template=False)]
+    ['bare']
+    >>> [c.template for c in cell_configs(get_task("UR"), PromptConfig(protocol="paper"), every_template=True)]
+    ['simple_rule', 'math_rule', 'simple_rule_explained', 'math_rule_explained']
+    """
     if not every_template:
         return [replace(prompt_config, template=prompt_config.template_for(spec.family))]
     return [replace(prompt_config, template=t) for t in prompt_config.templates_for(spec.family)]
 
 
 def task_lengths(spec: TaskSpec, lengths: Sequence[int], source: ExampleSource) -> list[int]:
-    """The lengths a task is evaluated at: the given ones, or those the paper's files hold."""
+    """The lengths a task is evaluated at: the given ones, or those the paper's files hold.
+
+    >>> from interp.data.tasks import get_task
+    >>> task_lengths(get_task("UR"), [5, 10], Generated())
+    [5, 10]
+    """
     return source.lengths(spec.name) if isinstance(source, PaperData) else list(lengths)
 
 
@@ -151,7 +163,17 @@ def check_directional_inputs(model: LanguageModel, tasks: Sequence[TaskSpec], le
                              prompt_config: PromptConfig = PromptConfig(), vocabulary: Sequence[str] | None = None,
                              source: ExampleSource | None = None, every_template: bool = False) -> None:
     """Every prompt of the evaluation against the model's context (and the data against ``n``),
-    before any forward pass; cells the vocabulary cannot express are skipped by the evaluation."""
+    before any forward pass; cells the vocabulary cannot express are skipped by the evaluation.
+
+    >>> from interp.data.tasks import get_task
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-gpt2", device="cpu")
+    >>> check_directional_inputs(model, [get_task("UR")], [10], n_examples=4)  # fits: nothing to report
+    >>> check_directional_inputs(model, [get_task("UR")], [60], n_examples=4,
+    ...                          prompt_config=PromptConfig(n_shots=10, demo_length=60))
+    Traceback (most recent call last):
+    ValueError: UR at length 60: the longest prompt + answer has 703 tokens but the model's context (cfg.n_ctx) is 512: ...
+    """
     source = source or Generated(tuple(vocabulary) if vocabulary else None)
     for spec in tasks:
         for length in task_lengths(spec, lengths, source):
@@ -169,7 +191,13 @@ def check_directional_inputs(model: LanguageModel, tasks: Sequence[TaskSpec], le
 
 def over_templates(rows: Sequence[DirectionalRow]) -> list[TemplateSummaryRow]:
     """One row per task and length: the mean accuracy over templates, with the standard
-    deviation and range over them (a single template: its accuracy, spread 0)."""
+    deviation and range over them (a single template: its accuracy, spread 0).
+
+    >>> rows = [DirectionalRow("m", "UR", 5, "bare", 4, 1.0), DirectionalRow("m", "UR", 5, "obey", 4, 0.5),
+    ...         DirectionalRow("m", "UL", 5, "bare", 4, 0.25)]
+    >>> [(r.task, r.n_templates, r.accuracy, r.template_min, r.template_max) for r in over_templates(rows)]
+    [('UR', 2, 0.75, 0.5, 1.0), ('UL', 1, 0.25, 0.25, 0.25)]
+    """
     cells: dict[tuple[str, int], list[DirectionalRow]] = {}
     for r in rows:
         cells.setdefault((r.task, r.length), []).append(r)
@@ -186,7 +214,13 @@ def over_templates(rows: Sequence[DirectionalRow]) -> list[TemplateSummaryRow]:
 
 def pair_table(rows: Sequence[DirectionalRow], pairs: Sequence[tuple[str, str]] = DIRECTIONAL_PAIRS) -> list[PairRow]:
     """Right/forward vs left/backward accuracy side by side, with the gap, per length (rows of
-    several templates are averaged first)."""
+    several templates are averaged first).
+
+    >>> rows = [DirectionalRow("m", "UR", 5, "bare", 4, 1.0), DirectionalRow("m", "UR", 5, "obey", 4, 0.5),
+    ...         DirectionalRow("m", "UL", 5, "bare", 4, 0.25)]
+    >>> pair_table(rows)
+    [PairRow(pair='UR vs UL', length=5, right_or_forward=0.75, left_or_backward=0.25, gap=0.5)]
+    """
     by_key = {(r.task, r.length): r.accuracy for r in over_templates(rows)}
     lengths = sorted({r.length for r in rows})
     table = []

@@ -74,12 +74,12 @@ def finetune(model_name: str, config: TrainConfig, *, run_dir: str | os.PathLike
     result = train(model, tokenizer, config, run_dir, resume=resume, progress=progress)
 
     command = command or " ".join(shlex.quote(a) for a in sys.argv)
-    info = run_info(label, config, result, memory, command)
-    table = write_history(result, label, config, stem, info)
+    info = _run_info(label, config, result, memory, command)
+    table = _write_history(result, label, config, stem, info)
     adapter_path = model_dir = None
     if config.lora is not None and adapter_out is not None:
         adapter_path = save_adapter(model, adapter_out, info=info, base_model=label)
-        write_adapter_readme(adapter_path, info)
+        _write_adapter_readme(adapter_path, info)
     if save_model:
         model_dir = _save_model(model, tokenizer, config, run_dir)
     return FinetuneResult(result, table, adapter_path, model_dir, memory, info)
@@ -145,7 +145,7 @@ class FinetuneRow:
     stderr: float
 
 
-def write_history(result: TrainResult, label: str, config: TrainConfig, stem: Path, info: dict) -> list[Path]:
+def _write_history(result: TrainResult, label: str, config: TrainConfig, stem: Path, info: dict) -> list[Path]:
     """The run's evaluations as ``<stem>.{csv,json,md}``, with ``info`` as metadata."""
     method = "lora" if config.lora else "full"
     rows = [FinetuneRow(model=label, task=config.task, method=method, step=row.step, split=row.split,
@@ -155,7 +155,7 @@ def write_history(result: TrainResult, label: str, config: TrainConfig, stem: Pa
     return write_table(rows, stem, metadata=info)
 
 
-def accuracy_summary(result: TrainResult, step: int) -> dict[str, dict[int, float]]:
+def _accuracy_summary(result: TrainResult, step: int) -> dict[str, dict[int, float]]:
     """``{"id": {length: accuracy}, "ood": {...}}`` at one evaluation step."""
     summary: dict[str, dict[int, float]] = {}
     for row in result.evaluations(step):
@@ -163,21 +163,21 @@ def accuracy_summary(result: TrainResult, step: int) -> dict[str, dict[int, floa
     return summary
 
 
-def run_info(label: str, config: TrainConfig, result: TrainResult, memory: MemoryEstimate | None,
+def _run_info(label: str, config: TrainConfig, result: TrainResult, memory: MemoryEstimate | None,
              command: str) -> dict:
     steps = sorted({row.step for row in result.history})
     return {
         "base_model": label, "task": config.task, "command": command, "seed": config.seed,
         "config": config.as_dict(), "final_step": result.final_step, "stopped_early": result.stopped_early,
-        "before": accuracy_summary(result, steps[0]) if steps else {},
-        "after": accuracy_summary(result, steps[-1]) if steps else {},
+        "before": _accuracy_summary(result, steps[0]) if steps else {},
+        "after": _accuracy_summary(result, steps[-1]) if steps else {},
         "after_step": steps[-1] if steps else None,
         "memory_estimate": memory.describe() if memory else None,
         "scoring": "teacher-forced exact match (interp.measure.evaluate.evaluate_task), answer must end with the line's end marker",
     }
 
 
-def write_adapter_readme(path: Path, info: dict) -> Path:
+def _write_adapter_readme(path: Path, info: dict) -> Path:
     cfg = info["config"]
     lines = [
         f"# LoRA adapter: {info['base_model']} on {info['task']}", "",

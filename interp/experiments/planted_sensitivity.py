@@ -46,17 +46,17 @@ Screen = Callable[["TransformerBridge", Sequence[EncodedPrompt]], Float[Tensor, 
 ZERO_SHOT = PromptConfig(n_shots=0)
 
 
-def first_order_screen(model: TransformerBridge, encoded: Sequence[EncodedPrompt]) -> Float[Tensor, "layer head_index"]:
+def _first_order_screen(model: TransformerBridge, encoded: Sequence[EncodedPrompt]) -> Float[Tensor, "layer head_index"]:
     """Plain attribution patching's estimate of each head's zero-ablation effect on the answer log-prob."""
     return attribution_sweep(model, encoded, "zero", progress=False, screen="first-order").delta_logprob()
 
 
-def atp_star_screen(model: TransformerBridge, encoded: Sequence[EncodedPrompt]) -> Float[Tensor, "layer head_index"]:
+def _atp_star_screen(model: TransformerBridge, encoded: Sequence[EncodedPrompt]) -> Float[Tensor, "layer head_index"]:
     """AtP*'s estimate (the QK fix through the softmax; the screen's default) of the same effect."""
     return attribution_sweep(model, encoded, "zero", progress=False, screen="atp*").delta_logprob()
 
 
-SCREENS: dict[str, Screen] = {"first-order": first_order_screen, "atp*": atp_star_screen}
+SCREENS: dict[str, Screen] = {"first-order": _first_order_screen, "atp*": _atp_star_screen}
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,7 @@ def _broken(clean: float, after: float) -> bool:
     return clean >= 0.5 and after <= 0.5 * clean
 
 
-def instrument_rows(model: TransformerBridge, circuit: PlantedCircuit,
+def _instrument_rows(model: TransformerBridge, circuit: PlantedCircuit,
                     config: SensitivityConfig) -> tuple[list[InstrumentVerdict], float]:
     """Every instrument's verdict on one planted model (see the module docstring), and the
     circuit's clean accuracy."""
@@ -233,14 +233,21 @@ def sensitivity_study(config: SensitivityConfig = SensitivityConfig(), progress:
     rows = []
     for circuit_name, strength, seed in tqdm(cells, desc="planted sensitivity", disable=not progress):
         circuit = CIRCUITS[circuit_name]
-        verdicts, clean = instrument_rows(planted(f"{circuit.model}@{strength}", seed), circuit, config)
+        verdicts, clean = _instrument_rows(planted(f"{circuit.model}@{strength}", seed), circuit, config)
         rows += [SensitivityRow(circuit_name, circuit.model, strength, seed, v.instrument, v.target, v.found, v.value,
                                 v.runner_up, clean) for v in verdicts]
     return rows
 
 
 def found_summary(rows: Sequence[SensitivityRow]) -> list[FoundShareRow]:
-    """Per circuit, instrument and strength: the share of noise seeds on which the plant was found."""
+    """Per circuit, instrument and strength: the share of noise seeds on which the plant was found.
+
+    >>> def row(strength, seed, found):
+    ...     return SensitivityRow("UF", "planted-uf", strength, seed, "sweep", "0.1;1.0", found, -2.0, -0.1, 1.0)
+    >>> rows = [row(1.0, 0, True), row(1.0, 1, True), row(0.5, 0, True), row(0.5, 1, False)]
+    >>> [(r.strength, r.n_seeds, r.found) for r in found_summary(rows)]
+    [(1.0, 2, 1.0), (0.5, 2, 0.5)]
+    """
     groups: dict[tuple, list[SensitivityRow]] = {}
     for r in rows:
         groups.setdefault((r.circuit, r.instrument, float(r.strength)), []).append(r)
@@ -251,7 +258,14 @@ def found_summary(rows: Sequence[SensitivityRow]) -> list[FoundShareRow]:
 
 def weakest_found(summary: Sequence[FoundShareRow]) -> list[FoundDownToRow]:
     """Per circuit and instrument, the lowest strength down to which every seed still found the
-    plant at every strength tested (None when even full strength failed)."""
+    plant at every strength tested (None when even full strength failed).
+
+    >>> def row(strength, seed, found):
+    ...     return SensitivityRow("UF", "planted-uf", strength, seed, "sweep", "0.1;1.0", found, -2.0, -0.1, 1.0)
+    >>> rows = [row(1.0, 0, True), row(1.0, 1, True), row(0.5, 0, True), row(0.5, 1, False)]
+    >>> weakest_found(found_summary(rows))  # at 0.5 one seed of two missed it
+    [FoundDownToRow(circuit='UF', instrument='sweep', found_down_to=1.0)]
+    """
     out: dict[tuple[str, str], float | None] = {}
     for row in summary:  # strengths descend within each (circuit, instrument)
         key = (row.circuit, row.instrument)
@@ -268,5 +282,4 @@ def _previous(summary: Sequence[FoundShareRow], row: FoundShareRow) -> float:
 
 
 __all__ = ["CIRCUITS", "SCREENS", "FoundDownToRow", "FoundShareRow", "InstrumentVerdict", "PlantedCircuit",
-           "SensitivityConfig", "SensitivityRow", "atp_star_screen", "first_order_screen", "found_summary", "instrument_rows",
-           "sensitivity_study", "weakest_found"]
+           "SensitivityConfig", "SensitivityRow", "found_summary", "sensitivity_study", "weakest_found"]

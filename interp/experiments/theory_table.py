@@ -25,24 +25,28 @@ WIDE_ITEMS = 600  # enough distinct items for unique copying up to length 600
 DEFINITION = "C-RASP[pos] as in Jobanputra et al. 2025, App. A.1 (Huang et al. 2025's C-RASP[periodic, local])"
 
 
-def wide_vocabulary(size: int = WIDE_ITEMS) -> tuple[str, ...]:
+def _wide_vocabulary(size: int = WIDE_ITEMS) -> tuple[str, ...]:
     return tuple(f"t{i}" for i in range(size))
 
 
 def vocabulary_for(task: str, length: int) -> tuple[str, ...]:
     """The paper's 62 alphanumerics where they suffice, else ``t0, t1, ...`` items (copying long
-    strings of distinct items needs more symbols than 62)."""
+    strings of distinct items needs more symbols than 62).
+
+    >>> len(vocabulary_for("UF", 10)), vocabulary_for("UF", 100)[:3]  # 100 distinct items need the wide set
+    (62, ('t0', 't1', 't2'))
+    """
     spec = get_task(task)
     try:
         check_vocabulary(spec, length, ALNUM)
         return ALNUM
     except ValueError:
-        wide = wide_vocabulary(max(WIDE_ITEMS, length))
+        wide = _wide_vocabulary(max(WIDE_ITEMS, length))
         check_vocabulary(spec, length, wide)  # a length too short for the task still raises
         return wide
 
 
-def table_program(task: str, train_length: int = TRAIN_LENGTH) -> Program:
+def _table_program(task: str, train_length: int = TRAIN_LENGTH) -> Program:
     """The expressible task's program, or the bounded program exact up to ``train_length``."""
     spec = get_task(task)
     if spec.expressible:
@@ -50,7 +54,7 @@ def table_program(task: str, train_length: int = TRAIN_LENGTH) -> Program:
     return bounded_program(spec.name, bound_needed(spec.name, train_length))
 
 
-def program_accuracy(program: Program, task: str, length: int, n: int, seed: int = 0,
+def _program_accuracy(program: Program, task: str, length: int, n: int, seed: int = 0,
                      mode: Mode = "teacher-forced") -> float:
     """Exact-match accuracy of ``program`` on ``n`` generated instances of ``task`` at ``length``."""
     items = vocabulary_for(task, length)
@@ -119,11 +123,11 @@ def theory_rows(lengths: Sequence[int] = DEFAULT_LENGTHS, n: int = 100, seed: in
 
 def _theory_row(name: str, lengths: Sequence[int], n: int, seed: int, train_length: int, mode: Mode) -> TheoryRow:
     spec = get_task(name)
-    program = table_program(spec.name, train_length)
+    program = _table_program(spec.name, train_length)
     accs: dict[int, float] = {}
     for length in lengths:
         try:
-            accs[length] = program_accuracy(program, spec.name, length, n, seed, mode)
+            accs[length] = _program_accuracy(program, spec.name, length, n, seed, mode)
         except ValueError:
             continue  # the task has no instances this short
     if spec.expressible:
@@ -142,7 +146,14 @@ def _theory_row(name: str, lengths: Sequence[int], n: int, seed: int, train_leng
 
 
 def legend(rows: Sequence[TheoryRow], train_length: int = TRAIN_LENGTH) -> str:
-    """What the rows mean, and each task's reason from the paper, as printable lines."""
+    """What the rows mean, and each task's reason from the paper, as printable lines.
+
+    >>> print(legend(theory_rows(lengths=(10,), n=4, tasks=["UF"])))
+    Expressible tasks run one C-RASP[pos] program at every length. The others have none: they run a
+    bounded C-RASP[pos] program, exact up to length 50, whose size grows with that bound.
+    <BLANKLINE>
+    - UF (Lemma 7): each output token has a unique earlier occurrence whose successor is found by counting
+    """
     lines = ["Expressible tasks run one C-RASP[pos] program at every length. The others have none: they run a",
              f"bounded C-RASP[pos] program, exact up to length {train_length}, whose size grows with that bound.", ""]
     lines += [f"- {row.task} ({row.lemma}): {row.reason}" for row in rows]
@@ -150,7 +161,11 @@ def legend(rows: Sequence[TheoryRow], train_length: int = TRAIN_LENGTH) -> str:
 
 
 def disagreements(rows: Sequence[TheoryRow]) -> list[str]:
-    """Rows whose run does not agree with the paper (or could not be checked), explained."""
+    """Rows whose run does not agree with the paper (or could not be checked), explained.
+
+    >>> disagreements(theory_rows(lengths=(10,), n=4, tasks=["UF", "NF"]))  # NF's failure lies beyond 50
+    ['NF: no length beyond the bound was run, so the predicted failure is untested']
+    """
     notes = []
     for row in rows:
         if row.agrees is None:
@@ -161,6 +176,12 @@ def disagreements(rows: Sequence[TheoryRow]) -> list[str]:
 
 
 def format_theory_table(rows: Sequence[TheoryRow], with_reason: bool = False) -> str:
-    """The table as Markdown (the long reason column only when asked)."""
+    """The table as Markdown (the long reason column only when asked).
+
+    >>> print(format_theory_table(theory_rows(lengths=(10,), n=4, tasks=["UF"])))
+    | task | expressible | program | acc@10 | predicted | observed | agrees | lemma |
+    |---|---|---|---|---|---|---|---|
+    | UF | True | UF | 1.000 | length-generalizes | exact at every length | True | Lemma 7 |
+    """
     columns = [c for c in rows[0].as_row() if c != "family" and (with_reason or c != "reason")] if rows else None
     return to_markdown(rows, columns)

@@ -28,7 +28,12 @@ Op = Literal["match", "substitute", "delete", "insert"]
 
 
 def successors(source: Sequence[Hashable]) -> dict[Hashable, set]:
-    """Every token of the source and the set of tokens that follow it (``END`` after the last)."""
+    """Every token of the source and the set of tokens that follow it (``END`` after the last).
+
+    >>> following = successors("a b c a d".split())
+    >>> sorted(following["a"]), following["d"] == {END}
+    (['b', 'd'], True)
+    """
     following: dict[Hashable, set] = defaultdict(set)
     for i, token in enumerate(source):
         following[token].add(source[i + 1] if i + 1 < len(source) else END)
@@ -36,13 +41,21 @@ def successors(source: Sequence[Hashable]) -> dict[Hashable, set]:
 
 
 def ambiguous_positions(source: Sequence[Hashable]) -> list[bool]:
-    """For positions ``0..n``: does the token before the position have several successors?"""
+    """For positions ``0..n``: does the token before the position have several successors?
+
+    >>> ambiguous_positions("a b c a d".split())  # "a" is followed by "b" and by "d"
+    [False, True, False, False, True, False]
+    """
     following = successors(source)
     return [False] + [len(following[token]) > 1 for token in source]
 
 
 def base_rate(source: Sequence[Hashable]) -> float:
-    """Share of the ``n + 1`` positions of a copy (its end included) that are ambiguous."""
+    """Share of the ``n + 1`` positions of a copy (its end included) that are ambiguous.
+
+    >>> base_rate("a b c a d".split())  # 2 of 6 positions
+    0.333...
+    """
     flags = ambiguous_positions(source)
     return sum(flags) / len(flags)
 
@@ -51,7 +64,14 @@ def transition_index(reference: Sequence[Hashable], copy: Sequence[Hashable]) ->
     """First position where ``copy`` departs from ``reference``; ``None`` for an exact copy.
 
     A copy that stops early departs at its own length (it ended where a token was due); one that
-    runs on departs at ``len(reference)`` (it did not end)."""
+    runs on departs at ``len(reference)`` (it did not end).
+
+    >>> reference = "a b c".split()
+    >>> transition_index(reference, "a x c".split()), transition_index(reference, reference)
+    (1, None)
+    >>> transition_index(reference, "a b".split()), transition_index(reference, "a b c d".split())
+    (2, 3)
+    """
     for t, (want, got) in enumerate(zip(reference, copy)):
         if want != got:
             return t
@@ -63,7 +83,14 @@ def transition_index(reference: Sequence[Hashable], copy: Sequence[Hashable]) ->
 def departure_from_predictions(reference: Sequence[int], predictions: Sequence[int], end: AnswerEnd) -> int | None:
     """First departure of the greedy copy, from teacher-forced argmaxes ``predictions[0..n]``
     (``predictions[n]`` must be an end token). Before its first departure the greedy prefix *is*
-    the reference, so this is exactly where greedy generation would first go wrong."""
+    the reference, so this is exactly where greedy generation would first go wrong.
+
+    >>> end = AnswerEnd(frozenset({0}))
+    >>> departure_from_predictions([5, 6], [5, 6, 0], end), departure_from_predictions([5, 6], [5, 7, 0], end)
+    (None, 1)
+    >>> departure_from_predictions([5, 6], [5, 6, 9], end)  # the copy does not end
+    2
+    """
     n = len(reference)
     if len(predictions) != n + 1:
         raise ValueError(f"predictions has {len(predictions)} entries; expected len(reference) + 1 = {n + 1}")
@@ -90,7 +117,11 @@ def needleman_wunsch(reference: Sequence[Hashable], hypothesis: Sequence[Hashabl
 
     Among equally good alignments the traceback (from the end) takes gaps first, which places
     them as late as possible: a copy is aligned as correct for as long as it can be, so a copy
-    that loops back is read as "right, then an insertion" rather than "an insertion, then right"."""
+    that loops back is read as "right, then an insertion" rather than "an insertion, then right".
+
+    >>> [column.op for column in needleman_wunsch("a b c".split(), "a x c d".split())]
+    ['match', 'substitute', 'match', 'insert']
+    """
     n, m = len(reference), len(hypothesis)
     score = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(1, n + 1):
@@ -121,7 +152,11 @@ def edit_transitions(reference: Sequence[Hashable], hypothesis: Sequence[Hashabl
     """Position (as defined above) at which each maximal run of edits starts.
 
     A cascade of consecutive edits counts once, at the position after the last matched reference
-    token (0 when the copy starts with an edit), as in the paper's grouped comparison."""
+    token (0 when the copy starts with an edit), as in the paper's grouped comparison.
+
+    >>> edit_transitions("a b c a d".split(), "a b a d".split())  # "c" dropped after "a b"
+    [2]
+    """
     starts, last_ref, in_edit = [], -1, False
     for column in needleman_wunsch(reference, hypothesis):
         if column.op == "match":

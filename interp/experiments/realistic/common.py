@@ -32,7 +32,15 @@ class TextPrompt:
 
 
 def encode_text_prompt(tokenizer, prompt: TextPrompt, end: AnswerEnd, prepend_bos: bool) -> EncodedPrompt:
-    """Prompt and answer encoded separately and concatenated (BOS first when asked)."""
+    """Prompt and answer encoded separately and concatenated (BOS first when asked).
+
+    >>> from interp.models.tiny import tiny_tokenizer
+    >>> tokenizer = tiny_tokenizer()
+    >>> prompt = TextPrompt("Lorem ipsum:", " Dolor sit amet.", " <end>")
+    >>> encoded = encode_text_prompt(tokenizer, prompt, AnswerEnd.not_required(), prepend_bos=False)
+    >>> tokenizer.decode(encoded.prompt_ids), tokenizer.decode(encoded.answer_ids)
+    ('Lorem ipsum:', ' Dolor sit amet.')
+    """
     prompt_ids = bos_ids(tokenizer, prepend_bos) + text_ids(tokenizer, prompt.text)
     answer_ids = text_ids(tokenizer, prompt.answer_text)
     if not answer_ids:
@@ -41,7 +49,15 @@ def encode_text_prompt(tokenizer, prompt: TextPrompt, end: AnswerEnd, prepend_bo
 
 
 def split_is_natural(tokenizer, prompt: TextPrompt) -> bool:
-    """Whether encoding prompt, answer and end marker apart gives the tokens of the whole text."""
+    """Whether encoding prompt, answer and end marker apart gives the tokens of the whole text.
+
+    >>> from interp.models.tiny import tiny_tokenizer
+    >>> tokenizer = tiny_tokenizer()
+    >>> split_is_natural(tokenizer, TextPrompt("Lorem ipsum:", " Dolor sit amet.", " <end>"))
+    True
+    >>> split_is_natural(tokenizer, TextPrompt("Lorem ", "ipsum", "."))  # the whole text merges " i"
+    False
+    """
     parts = [text_ids(tokenizer, t) for t in (prompt.text, prompt.answer_text, prompt.end_text)]
     whole = text_ids(tokenizer, prompt.text + prompt.answer_text + prompt.end_text)
     return sum(parts, []) == whole

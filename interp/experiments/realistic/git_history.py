@@ -109,30 +109,39 @@ class History:
         return History(tuple(commits))
 
 
-def check_task(task: str) -> GitTask:
+def _check_task(task: str) -> GitTask:
     if task not in GIT_TASKS:
         raise ValueError(f"task={task!r} is not one of {GIT_TASKS}")
     return task  # type: ignore[return-value]
 
 
 def expected_lines(history: History, task: str) -> tuple[str, ...]:
-    """Revert lists commits as written (newest first); cherry-pick in reverse (oldest first)."""
+    """Revert lists commits as written (newest first); cherry-pick in reverse (oldest first).
+
+    >>> history = History.from_lines(["a1b2c3d Fix API", "e4f5a6b Add tests"])
+    >>> expected_lines(history, "cherry-pick")
+    ('e4f5a6b Add tests', 'a1b2c3d Fix API')
+    """
     lines = history.lines
-    return lines if check_task(task) == "revert" else lines[::-1]
+    return lines if _check_task(task) == "revert" else lines[::-1]
 
 
-def random_commit(rng: random.Random) -> Commit:
+def _random_commit(rng: random.Random) -> Commit:
     sha = "".join(rng.choice(HEX_DIGITS) for _ in range(HASH_LENGTH))
     return Commit(sha, f"{rng.choice(GIT_ACTIONS)} {rng.choice(GIT_TOPICS)}")
 
 
 def random_history(rng: random.Random, n_commits: int) -> History:
-    """``n_commits`` commits with distinct hashes (messages may repeat, as in real histories)."""
+    """``n_commits`` commits with distinct hashes (messages may repeat, as in real histories).
+
+    >>> random_history(random.Random(0), 3).lines
+    ('cd18fc9 Document CLI', '6494384 Update API', '2af3bda Merge caching')
+    """
     if n_commits < 1:
         raise ValueError(f"n_commits={n_commits} must be >= 1")
     commits, seen = [], set()
     while len(commits) < n_commits:
-        commit = random_commit(rng)
+        commit = _random_commit(rng)
         if commit.sha not in seen:
             seen.add(commit.sha)
             commits.append(commit)
@@ -142,24 +151,40 @@ def random_history(rng: random.Random, n_commits: int) -> History:
 # --------------------------------------------------------------------------- prompts
 
 
-def history_block(history: History) -> str:
+def _history_block(history: History) -> str:
     return f"=== NEW HISTORY ===\n{history.text}\n=== ANSWER ===\n{START}"
 
 
 def answer_text(history: History, task: str) -> str:
-    """What follows ``<start>`` up to ``<end>``: every line on its own line."""
+    """What follows ``<start>`` up to ``<end>``: every line on its own line.
+
+    >>> answer_text(History.from_lines(["a1b2c3d Fix API", "e4f5a6b Add tests"]), "revert")
+    '\\na1b2c3d Fix API\\ne4f5a6b Add tests\\n'
+    """
     return "\n" + "".join(line + "\n" for line in expected_lines(history, task))
 
 
-def solved_block(history: History, task: str) -> str:
-    return history_block(history) + answer_text(history, task) + END
+def _solved_block(history: History, task: str) -> str:
+    return _history_block(history) + answer_text(history, task) + END
 
 
 def git_prompt(history: History, task: str, demos: Sequence[History] = (), instruction: bool = True) -> TextPrompt:
-    """The prompt up to the test's ``<start>``, the expected answer, and the ``<end>`` after it."""
-    task = check_task(task)
-    blocks = ([INSTRUCTIONS[task]] if instruction else []) + [solved_block(d, task) for d in demos]
-    blocks.append(history_block(history))
+    """The prompt up to the test's ``<start>``, the expected answer, and the ``<end>`` after it.
+
+    >>> prompt = git_prompt(History.from_lines(["a1b2c3d Fix API", "e4f5a6b Add tests"]), "cherry-pick", instruction=False)
+    >>> print(prompt.text + prompt.answer_text + prompt.end_text)
+    === NEW HISTORY ===
+    a1b2c3d Fix API
+    e4f5a6b Add tests
+    === ANSWER ===
+    <start>
+    e4f5a6b Add tests
+    a1b2c3d Fix API
+    <end>
+    """
+    task = _check_task(task)
+    blocks = ([INSTRUCTIONS[task]] if instruction else []) + [_solved_block(d, task) for d in demos]
+    blocks.append(_history_block(history))
     return TextPrompt("\n\n".join(blocks), answer_text(history, task), END)
 
 
@@ -182,7 +207,7 @@ class GitConfig:
         if self.n_shots < 0:
             raise ValueError(f"n_shots={self.n_shots} must be >= 0")
         for task in self.tasks:
-            check_task(task)
+            _check_task(task)
 
 
 @dataclass(frozen=True)
@@ -193,7 +218,14 @@ class GitExample:
 
 def git_examples(n_commits: int, n_examples: int, n_shots: int, seed: int = 0) -> list[GitExample]:
     """Seeded test histories with their demonstrations; example ``i`` has its own generator, so
-    it is the same whatever ``n_examples`` is, and shared by both tasks."""
+    it is the same whatever ``n_examples`` is, and shared by both tasks.
+
+    >>> examples = git_examples(n_commits=3, n_examples=2, n_shots=1)
+    >>> len(examples), len(examples[0].demos), examples[0].history.lines[0]
+    (2, 1, '221f592 Update logging')
+    >>> git_examples(3, 1, 1)[0] == examples[0]  # example 0 does not depend on n_examples
+    True
+    """
     examples = []
     for i in range(n_examples):
         rng = random.Random(f"git:{seed}:{n_commits}:{i}")
@@ -207,11 +239,20 @@ def git_examples(n_commits: int, n_examples: int, n_shots: int, seed: int = 0) -
 
 def parse_answer_lines(text: str) -> list[str]:
     """Lines of a generated answer as the paper compares them: cut at ``<end>``, stripped, empty
-    lines dropped."""
+    lines dropped.
+
+    >>> parse_answer_lines("\\n a1b2c3d Fix API\\n\\ne4f5a6b Add tests\\n<end> more text")
+    ['a1b2c3d Fix API', 'e4f5a6b Add tests']
+    """
     return [line.strip() for line in text.split(END, 1)[0].splitlines() if line.strip()]
 
 
 def lines_match(generated: str, expected: Sequence[str]) -> bool:
+    """Whether a generated answer lists exactly the ``expected`` lines (see :func:`parse_answer_lines`).
+
+    >>> lines_match("\\na1b2c3d Fix API\\n<end>", ["a1b2c3d Fix API"]), lines_match("\\na1b2c3d Fix API", [])
+    (True, False)
+    """
     return parse_answer_lines(generated) == list(expected)
 
 
@@ -286,14 +327,29 @@ def run_git(model: TransformerBridge, config: GitConfig = GitConfig(), *, batch_
 
 
 def write_git_table(rows: Sequence[GitRow], out_dir: str | Path, metadata: Mapping | None = None) -> list[Path]:
-    """``git_history_<model>.{csv,json,md}``."""
+    """``git_history_<model>.{csv,json,md}``.
+
+    >>> row = GitRow(model="tiny", task="revert", order="forward", n_commits=5, n_examples=25, accuracy=0.96,
+    ...              stderr=0.04, token_accuracy=0.99, mean_logprob=-0.05, generate_accuracy=None, natural_split=1.0,
+    ...              n_shots=3, seed=0)
+    >>> import tempfile
+    >>> [path.name for path in write_git_table([row], tempfile.mkdtemp())]
+    ['git_history_tiny.csv', 'git_history_tiny.json', 'git_history_tiny.md']
+    """
     meta = {**(metadata or {}), "scoring": "teacher-forced exact match of every answer token, then <end>"}
     model = rows[0].model if rows and rows[0].model else None
     return write_table(rows, result_stem(out_dir, "git_history", model), metadata=meta)
 
 
 def describe(rows: Sequence[GitRow]) -> str:
-    """One line per history length: forward (revert) vs reversed (cherry-pick) accuracy."""
+    """One line per history length: forward (revert) vs reversed (cherry-pick) accuracy.
+
+    >>> row = GitRow(model="tiny", task="revert", order="forward", n_commits=5, n_examples=25, accuracy=0.96,
+    ...              stderr=0.04, token_accuracy=0.99, mean_logprob=-0.05, generate_accuracy=None, natural_split=1.0,
+    ...              n_shots=3, seed=0)
+    >>> print(describe([row]))
+    N=5: forward (revert) 0.960 ± 0.040
+    """
     by_cell = {(r.task, r.n_commits): r for r in rows}
     lines = []
     for n in sorted({r.n_commits for r in rows}):

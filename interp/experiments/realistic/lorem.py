@@ -36,16 +36,26 @@ END_TEXT = " <end>"
 # --------------------------------------------------------------------------- prompt
 
 
-def echo_block(paragraph: str) -> str:
+def _echo_block(paragraph: str) -> str:
     return f"Paragraph:\n<start> {paragraph} <end>\nEcho:\n<start> {paragraph} <end>"
 
 
 def echo_prompt(paragraph: str, n_shots: int = 2, rule: bool = True) -> TextPrompt:
     """The paper's echo prompt. The space after the final ``<start>`` belongs to the answer, so the
-    answer's words are the same ``" word"`` tokens as in the paragraph above it."""
+    answer's words are the same ``" word"`` tokens as in the paragraph above it.
+
+    >>> prompt = echo_prompt("Lorem ipsum dolor.", n_shots=0, rule=False)
+    >>> print(prompt.text)
+    Paragraph:
+    <start> Lorem ipsum dolor. <end>
+    Echo:
+    <start>
+    >>> prompt.answer_text, prompt.end_text
+    (' Lorem ipsum dolor.', ' <end>')
+    """
     if not 0 <= n_shots <= len(ECHO_DEMOS):
         raise ValueError(f"n_shots={n_shots} must be between 0 and {len(ECHO_DEMOS)}")
-    blocks = ([ECHO_RULE] if rule else []) + [echo_block(demo) for demo in ECHO_DEMOS[:n_shots]]
+    blocks = ([ECHO_RULE] if rule else []) + [_echo_block(demo) for demo in ECHO_DEMOS[:n_shots]]
     blocks.append(f"Paragraph:\n<start> {paragraph} <end>\nEcho:\n<start>")
     return TextPrompt("\n\n".join(blocks), " " + paragraph, END_TEXT)
 
@@ -99,7 +109,7 @@ def _share(flags: Sequence[bool]) -> float:
     return sum(flags) / len(flags) if flags else float("nan")
 
 
-def first_miss(hits: Sequence[bool], start: int = 0) -> int | None:
+def _first_miss(hits: Sequence[bool], start: int = 0) -> int | None:
     return next((t for t in range(start, len(hits)) if not hits[t]), None)
 
 
@@ -108,12 +118,21 @@ def analyse_copy(paragraph: int, reference: Sequence[int], predictions: Sequence
                  generated: Sequence[int] | None = None) -> CopyResult:
     """Departures and their ambiguity for one copy, from its teacher-forced argmaxes
     ``predictions[0..n]`` (and, when given, the paper's alignment analysis of a free greedy
-    generation ``generated``)."""
+    generation ``generated``).
+
+    >>> from interp.prompts import AnswerEnd
+    >>> decode = lambda ids: " ".join(map(str, ids))
+    >>> result = analyse_copy(0, [5, 6, 5, 7], [5, 6, 5, 8, 0], AnswerEnd(frozenset({0})), decode)
+    >>> result.transition_index, result.at_ambiguous  # 5 is followed by 6 and by 7
+    (3, True)
+    >>> result.last_copied, result.expected, result.produced
+    ("'5'", "'7'", "'8'")
+    """
     n = len(reference)
     ambiguous = ambiguous_positions(reference)
     hits = [predictions[t] == reference[t] for t in range(n)] + [end.accepts(predictions[n])]
     t = departure_from_predictions(reference, predictions, end)
-    primed = first_miss(hits, start=1)
+    primed = _first_miss(hits, start=1)
     token = lambda i: repr(decode([i]))  # repr keeps leading spaces and newlines visible
     misses = [a for h, a in zip(hits, ambiguous) if not h]
     extra = {}
@@ -175,7 +194,7 @@ class LoremSummary:
         return asdict(self)
 
 
-def binomial_p_value(successes: int, trials: int, rate: float) -> float:
+def _binomial_p_value(successes: int, trials: int, rate: float) -> float:
     """P(X >= successes) for X ~ Binomial(trials, rate)."""
     if trials == 0:
         return float("nan")
@@ -185,6 +204,16 @@ def binomial_p_value(successes: int, trials: int, rate: float) -> float:
 
 
 def summarize_copies(results: Sequence[CopyResult], config: LoremConfig, model_name: str = "") -> LoremSummary:
+    """The copies of one run pooled into a :class:`LoremSummary` (the row of ``lorem_ipsum_summary_<model>.*``).
+
+    >>> from interp.prompts import AnswerEnd
+    >>> decode = lambda ids: " ".join(map(str, ids))
+    >>> result = analyse_copy(0, [5, 6, 5, 7], [5, 6, 5, 8, 0], AnswerEnd(frozenset({0})), decode)
+    >>> exact = analyse_copy(1, [5, 6], [5, 6, 0], AnswerEnd(frozenset({0})), decode)
+    >>> summary = summarize_copies([result, exact], LoremConfig(), model_name="tiny")
+    >>> summary.accuracy, summary.n_departures, summary.share_departures_ambiguous, summary.base_rate
+    (0.5, 1, 1.0, 0.25)
+    """
     if not results:
         raise ValueError("results is empty: nothing to summarize")
     departed = [r for r in results if r.transition_index is not None]
@@ -210,12 +239,12 @@ def summarize_copies(results: Sequence[CopyResult], config: LoremConfig, model_n
         accuracy=accuracy, stderr=binomial_stderr(accuracy, len(results)), base_rate=rate,
         n_departures=len(departed), share_departures_ambiguous=share,
         share_stderr=binomial_stderr(share, len(departed)) if departed else float("nan"),
-        p_value=binomial_p_value(k, len(departed), rate),
+        p_value=_binomial_p_value(k, len(departed), rate),
         mean_transition_index=(sum(r.transition_index for r in departed) / len(departed)) if departed else float("nan"),
         n_primed_departures=len(primed), share_primed_departures_ambiguous=k_primed / len(primed) if primed else float("nan"),
-        primed_p_value=binomial_p_value(k_primed, len(primed), primed_rate),
+        primed_p_value=_binomial_p_value(k_primed, len(primed), primed_rate),
         n_tf_departures=n_tf, share_tf_departures_ambiguous=k_tf / n_tf if n_tf else float("nan"),
-        tf_p_value=binomial_p_value(k_tf, n_tf, rate),
+        tf_p_value=_binomial_p_value(k_tf, n_tf, rate),
         tf_accuracy_ambiguous=tf_hits_ambiguous / n_ambiguous if n_ambiguous else float("nan"),
         tf_accuracy_unambiguous=tf_hits_unambiguous / n_unambiguous if n_unambiguous else float("nan"),
         n_edits=n_edits,
@@ -260,7 +289,17 @@ def run_lorem(model: TransformerBridge, config: LoremConfig = LoremConfig(), *, 
 
 
 def write_lorem_tables(run: LoremRun, out_dir: str | Path, metadata: Mapping | None = None) -> list[Path]:
-    """``lorem_ipsum_<model>.{csv,json,md}`` (one row per paragraph) and ``lorem_ipsum_summary_<model>.*``."""
+    """``lorem_ipsum_<model>.{csv,json,md}`` (one row per paragraph) and ``lorem_ipsum_summary_<model>.*``.
+
+    >>> from interp.prompts import AnswerEnd
+    >>> decode = lambda ids: " ".join(map(str, ids))
+    >>> result = analyse_copy(0, [5, 6, 5, 7], [5, 6, 5, 8, 0], AnswerEnd(frozenset({0})), decode)
+    >>> run = LoremRun(["5 6 5 7"], [result], summarize_copies([result], LoremConfig(), model_name="tiny"))
+    >>> import tempfile
+    >>> [path.name for path in write_lorem_tables(run, tempfile.mkdtemp())]
+    ['lorem_ipsum_tiny.csv', 'lorem_ipsum_tiny.json', 'lorem_ipsum_tiny.md',
+     'lorem_ipsum_summary_tiny.csv', 'lorem_ipsum_summary_tiny.json', 'lorem_ipsum_summary_tiny.md']
+    """
     model = run.summary.model or None
     meta = {**(metadata or {}), "natural_split": run.natural_split,
             "scoring": "teacher-forced argmax at every answer position (equals greedy generation up to its first departure)"}
@@ -270,7 +309,16 @@ def write_lorem_tables(run: LoremRun, out_dir: str | Path, metadata: Mapping | N
 
 
 def describe(summary: LoremSummary) -> str:
-    """The headline of a run: each kind of departure's share at ambiguous positions vs the base rate."""
+    """The headline of a run: each kind of departure's share at ambiguous positions vs the base rate.
+
+    >>> from interp.prompts import AnswerEnd
+    >>> decode = lambda ids: " ".join(map(str, ids))
+    >>> result = analyse_copy(0, [5, 6, 5, 7], [5, 6, 5, 8, 0], AnswerEnd(frozenset({0})), decode)
+    >>> print(describe(summarize_copies([result], LoremConfig(), model_name="tiny")))
+    tiny: 1 paragraphs of ~4 tokens, exact copies 0.000; base rate of ambiguous positions 0.400
+      greedy first departures: 1, 1.000 at ambiguous tokens (p = 0.4), mean position 3.0
+      ...
+    """
     s = summary
     lines = [
         f"{s.model or 'model'}: {s.n_paragraphs} paragraphs of ~{s.mean_tokens:.0f} tokens, exact copies "

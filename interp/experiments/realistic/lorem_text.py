@@ -67,20 +67,25 @@ class LoremConfig:
 # --------------------------------------------------------------------------- paragraphs
 
 
-def lorem_sentence(rng: random.Random, words: tuple[int, int]) -> Sentence:
+def _lorem_sentence(rng: random.Random, words: tuple[int, int]) -> Sentence:
     chosen = [rng.choice(LOREM_WORDS) for _ in range(rng.randint(*words))]
     return (chosen[0].capitalize(), *chosen[1:])
 
 
-def lorem_text(rng: random.Random, config: LoremConfig) -> list[Sentence]:
+def _lorem_text(rng: random.Random, config: LoremConfig) -> list[Sentence]:
     """The sentences of one ``lorem.text()``: several paragraphs, their breaks dropped."""
-    return [lorem_sentence(rng, config.sentence_words)
+    return [_lorem_sentence(rng, config.sentence_words)
             for _ in range(rng.randint(*config.text_paragraphs))
             for _ in range(rng.randint(*config.paragraph_sentences))]
 
 
 def scramble_round(sentences: Sequence[Sentence], rng: random.Random, config: LoremConfig) -> list[Sentence]:
-    """One round of the paper's perturbations; repeats are what make copying ambiguous."""
+    """One round of the paper's perturbations; repeats are what make copying ambiguous.
+
+    >>> config = LoremConfig(shuffle_words_prob=0.0, duplicate_sentence_prob=1.0, duplicate_word_prob=0.0)
+    >>> scramble_round([("Lorem", "ipsum"), ("Dolor", "sit")], random.Random(0), config)  # one sentence, 4 more times
+    [('Lorem', 'ipsum'), ('Dolor', 'sit'), ('Dolor', 'sit'), ('Dolor', 'sit'), ('Dolor', 'sit'), ('Dolor', 'sit')]
+    """
     out = list(sentences)
     rng.shuffle(out)
     if out and rng.random() < config.shuffle_words_prob:
@@ -96,11 +101,11 @@ def scramble_round(sentences: Sequence[Sentence], rng: random.Random, config: Lo
     return out
 
 
-def render(sentences: Sequence[Sentence]) -> str:
+def _render(sentences: Sequence[Sentence]) -> str:
     return " ".join(" ".join(words) + "." for words in sentences)
 
 
-def word_counter(text: str) -> int:
+def _word_counter(text: str) -> int:
     return len(text.split())
 
 
@@ -109,7 +114,7 @@ def truncate(text: str, count_tokens: Callable[[str], int], max_tokens: int) -> 
 
     Token counts grow with the number of words, so a binary search over prefixes suffices.
 
-    >>> truncate("Lorem ipsum dolor sit amet", word_counter, 3)
+    >>> truncate("Lorem ipsum dolor sit amet", lambda text: len(text.split()), 3)
     'Lorem ipsum dolor'
     """
     words = text.split(" ")
@@ -123,19 +128,25 @@ def truncate(text: str, count_tokens: Callable[[str], int], max_tokens: int) -> 
     return " ".join(words[:low])
 
 
-def lorem_paragraph(index: int, config: LoremConfig, count_tokens: Callable[[str], int] = word_counter) -> str:
+def lorem_paragraph(index: int, config: LoremConfig, count_tokens: Callable[[str], int] = _word_counter) -> str:
     """Paragraph ``index`` of the seeded set; each has its own generator, so paragraph ``i`` does
-    not depend on how many are generated."""
+    not depend on how many are generated.
+
+    >>> lorem_paragraph(0, LoremConfig(max_tokens=8))
+    'Tempora neque neque magnam non magnam quaerat sit.'
+    >>> lorem_paragraph(0, LoremConfig(max_tokens=8, n_paragraphs=1)) == lorem_paragraph(0, LoremConfig(max_tokens=8))
+    True
+    """
     rng = random.Random(f"lorem:{config.seed}:{index}")
-    sentences = lorem_text(rng, config)
+    sentences = _lorem_text(rng, config)
     # at least one round: the paper's texts are always shuffled
     sentences = scramble_round(sentences, rng, config)
     while len(sentences) < config.min_sentences:
         sentences = scramble_round(sentences, rng, config)
-    return truncate(render(sentences), count_tokens, config.max_tokens)
+    return truncate(_render(sentences), count_tokens, config.max_tokens)
 
 
-def answer_token_counter(tokenizer) -> Callable[[str], int]:
+def _answer_token_counter(tokenizer) -> Callable[[str], int]:
     """Counts tokens as the answer is encoded: with the space that follows ``<start>``."""
     return lambda text: len(tokenizer.encode(" " + text, add_special_tokens=False))
 
@@ -147,5 +158,5 @@ def lorem_paragraphs(config: LoremConfig, tokenizer=None) -> list[str]:
     >>> [len(p.split()) for p in lorem_paragraphs(LoremConfig(n_paragraphs=2, max_tokens=12))]
     [12, 12]
     """
-    count = answer_token_counter(tokenizer) if tokenizer is not None else word_counter
+    count = _answer_token_counter(tokenizer) if tokenizer is not None else _word_counter
     return [lorem_paragraph(i, config, count) for i in range(config.n_paragraphs)]
