@@ -28,7 +28,7 @@ Log = Callable[[str], None]
 
 @dataclass(frozen=True)
 class DirectionalRow:
-    """One task x length x template: exact match with its binomial standard error. A cell the
+    """One task x length x template: exact match with its binomial standard error and Wilson interval. A cell the
     vocabulary cannot express has accuracy None, and ``note`` says why."""
 
     model: str
@@ -38,6 +38,8 @@ class DirectionalRow:
     n_examples: int
     accuracy: float | None
     stderr: float | None = None
+    ci_low: float | None = None  # 95% Wilson interval of the accuracy, as every accuracy of the toolkit
+    ci_high: float | None = None
     mean_logprob: float | None = None
     token_accuracy: float | None = None
     n_shots: int | None = None
@@ -155,8 +157,9 @@ def _evaluate_cell(model: LanguageModel, spec: TaskSpec, length: int, config: Pr
     result = Accuracy.of(evaluate_prompts(model, prompts, config, batch_size,
                                           progress=progress and f"{spec.name} length {length} {config.template}"))
     return DirectionalRow(model_name(model), spec.name, length, config.template_for(spec.family), result.n_examples,
-                          result.accuracy, result.stderr, result.mean_logprob, result.token_accuracy, config.n_shots,
-                          config.protocol, seed)
+                          result.accuracy, stderr=result.stderr, ci_low=result.ci_low, ci_high=result.ci_high,
+                          mean_logprob=result.mean_logprob, token_accuracy=result.token_accuracy,
+                          n_shots=config.n_shots, protocol=config.protocol, seed=seed)
 
 
 def check_directional_inputs(model: LanguageModel, tasks: Sequence[TaskSpec], lengths: Sequence[int], n_examples: int, seed: int = 0,
