@@ -59,6 +59,14 @@ def test_each_claim_gets_the_verdict_its_numbers_give(results):
     assert scratch.verdict == "supports"
 
 
+def test_edges_that_change_nothing_contradict_carrying(results):
+    (results / "edge_patching_m.csv").write_text((results / "edge_patching_m.csv").read_text()
+                                                 .replace("UB,5,0.78,50", "UB,5,0.8,50").replace(",50,", ",400,"))
+    got = {c.claim: c for c in claim_rows(results)}
+    carry = got["anti-induction edges carry UB"]
+    assert carry.verdict == "contradicts" and carry.hi < 0.1 and "below 0.1" in carry.note  # 0.80 -> 0.80, n = 400
+
+
 def test_an_ablation_no_worse_than_random_heads_is_not_support(results):
     rows = (results / "ablation_m.csv").read_text().replace("m,UF,10,1.0,50,random", "m,UF,10,0.2,50,random")
     (results / "ablation_m.csv").write_text(rows)

@@ -3,7 +3,8 @@
 Each claim is a comparison the paper makes; for each model whose tables hold the numbers, the
 row gives the number, its 95% interval, the sample size, and a verdict:
 
-* ``supports`` / ``contradicts``: the interval excludes the other side;
+* ``supports`` / ``contradicts``: the interval excludes the other side; for "ablation breaks" and
+  "edges carry" claims, a drop whose interval stays under 0.1 (``NEGLIGIBLE_DROP``) contradicts;
 * ``inconclusive``: it does not;
 * ``cannot test``: the comparison is empty on this model (e.g. UB at 0.00 before any ablation:
   an ablation cannot lower it), said with the reason.
@@ -26,6 +27,8 @@ from interp.core.tables import read_csv
 
 STRONG, WEAK = 0.5, 0.2
 FLOOR = 0.2  # below this baseline accuracy an ablation or edge removal has nothing to break
+# A drop whose 95% interval stays under this is too small for the intervened part to "carry" the task.
+NEGLIGIBLE_DROP = 0.1
 Rows = list[dict]
 
 
@@ -103,7 +106,9 @@ def _drop_claim(claim: str, model: str, before: Rows, after: Rows, control: Rows
         value += f" (random heads {ctrl[0] / ctrl[1]:.2f})"
         if clo <= 0 and lo > 0:
             return Claim(claim, model, value, d, lo, hi, clean[1], "inconclusive", source, "random heads hurt as much")
-    return Claim(claim, model, value, d, lo, hi, clean[1], _verdict(lo, hi), source, note)
+    verdict = "contradicts" if hi < NEGLIGIBLE_DROP and lo <= 0 else _verdict(lo, hi)
+    note = f"the drop is below {NEGLIGIBLE_DROP} at 95%" if verdict == "contradicts" and hi >= 0 else note
+    return Claim(claim, model, value, d, lo, hi, clean[1], verdict, source, note)
 
 
 def directional_claims(model: str, rows: Rows, source: str) -> list[Claim]:
