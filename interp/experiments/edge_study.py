@@ -96,7 +96,7 @@ class Branch:
     sweep: bool = False  # a per-layer sweep branch (kept apart even when its layers equal the configured ones)
 
 
-def branches_for(config: EdgeStudyConfig, layout: AttentionLayout, swept: bool) -> list[Branch]:
+def _branches_for(config: EdgeStudyConfig, layout: AttentionLayout, swept: bool) -> list[Branch]:
     main = [Branch(name, config.layers) for name in CONDITIONS]
     if not swept:
         return main
@@ -114,7 +114,7 @@ def copy_scores(logits: Float[Tensor, "batch copy d_vocab"], targets: Int[Tensor
     return AnswerScores.from_rows([score_answer(row, ids, AnswerEnd.not_required()) for row, ids in zip(logits, targets.tolist())])
 
 
-def counterfactual_sources(model: TransformerBridge, layout: AttentionLayout, prompts: CopyingPrompts, rows: slice):
+def _counterfactual_sources(model: TransformerBridge, layout: AttentionLayout, prompts: CopyingPrompts, rows: slice):
     """Keys and values of the last shot's string when every previous-token edge before the copy is cut."""
     trunk = prompts.tokens[rows, : prompts.copy_start]
     positions = torch.arange(prompts.string_start, prompts.copy_start).expand(trunk.shape[0], -1)
@@ -125,8 +125,8 @@ def counterfactual_sources(model: TransformerBridge, layout: AttentionLayout, pr
     return store
 
 
-def branch_patches(prompts: CopyingPrompts, branched: BranchedTokens, branches: Sequence[Branch], store,
-                   heads: tuple[int, ...] | None, rows: slice) -> list[EdgePatch]:
+def _branch_patches(prompts: CopyingPrompts, branched: BranchedTokens, branches: Sequence[Branch], store,
+                    heads: tuple[int, ...] | None, rows: slice) -> list[EdgePatch]:
     patches = []
     for index, spec in enumerate(branches):
         if CONDITIONS[spec.condition] is None:
@@ -144,12 +144,25 @@ def branch_patches(prompts: CopyingPrompts, branched: BranchedTokens, branches: 
 def branch_logits(model: TransformerBridge, layout: AttentionLayout, prompts: CopyingPrompts, rows: slice, branches: Sequence[Branch],
                   heads: tuple[int, ...] | None = None) -> dict[Branch, Float[Tensor, "batch copy d_vocab"]]:
     """Logits at the scored positions of the prompts in ``rows`` under every branch, from one counterfactual
-    and one branched forward pass."""
-    store = counterfactual_sources(model, layout, prompts, rows)
+    and one branched forward pass.
+
+    >>> from interp.models import load_model
+    >>> from interp.interventions.edges import copying_prompts
+    >>> model = load_model("tiny-gpt2", device="cpu")
+    >>> prompts = copying_prompts(model.tokenizer, "UF", 3, 2, n_shots=2)
+    >>> branches = [Branch(condition) for condition in CONDITIONS]
+    >>> logits = branch_logits(model, attention_layout(model), prompts, slice(None), branches)
+    >>> {spec.condition: tuple(value.shape) for spec, value in logits.items()}   # [batch, copy, d_vocab]
+    {'none': (2, 3, 354), 'induction': (2, 3, 354), 'anti_induction': (2, 3, 354)}
+    >>> clean = model(prompts.tokens)[:, prompts.scored_positions()]
+    >>> bool(torch.allclose(logits[Branch("none")], clean, atol=1e-4))   # the unpatched branch is the plain run
+    True
+    """
+    store = _counterfactual_sources(model, layout, prompts, rows)
     start = prompts.copy_start
     continuation = prompts.tokens[rows, start : start + prompts.length - 1]
     branched = branch(prompts.tokens[rows, :start], continuation, len(branches))
-    patches = branch_patches(prompts, branched, branches, store, heads, rows)
+    patches = _branch_patches(prompts, branched, branches, store, heads, rows)
     logits = run_branched(model, branched, edge_patch_hooks(layout, patches))  # from position start - 1 on
     picked = {}
     for index, spec in enumerate(branches):
@@ -176,8 +189,8 @@ def layers_label(layers: Sequence[int] | None) -> str:
     return "all" if layers is None else ";".join(map(str, layers))
 
 
-def cell_rows(task: str, length: int, scores: Mapping[Branch, AnswerScores], config: EdgeStudyConfig,
-              meta: dict) -> tuple[list[dict], list[dict]]:
+def _cell_rows(task: str, length: int, scores: Mapping[Branch, AnswerScores], config: EdgeStudyConfig,
+               meta: dict) -> tuple[list[dict], list[dict]]:
     """Table rows of one cell: one per condition, and one per (edge kind, layer) of the sweep."""
     main, sweep = [], []
     cell = {**meta, "task": task, "length": length}
@@ -196,15 +209,15 @@ def cell_rows(task: str, length: int, scores: Mapping[Branch, AnswerScores], con
     return main, sweep
 
 
-def run_cell(model: TransformerBridge, layout: AttentionLayout, prompts: CopyingPrompts, config: EdgeStudyConfig,
-             progress: tqdm | None = None) -> dict[Branch, AnswerScores]:
+def _run_cell(model: TransformerBridge, layout: AttentionLayout, prompts: CopyingPrompts, config: EdgeStudyConfig,
+              progress: tqdm | None = None) -> dict[Branch, AnswerScores]:
     """Scores of every prompt of one (task, length) cell under every branch, batch by batch."""
     parts: dict[Branch, list[AnswerScores]] = defaultdict(list)
     swept = config.swept(prompts.length)
     boundaries = sorted({0, prompts.n, *(range(0, prompts.n, config.batch_size))} | ({config.sweep_n} if swept else set()))
     for begin, end in zip(boundaries, boundaries[1:]):
         rows = slice(begin, end)
-        branches = branches_for(config, layout, swept and begin < config.sweep_n)
+        branches = _branches_for(config, layout, swept and begin < config.sweep_n)
         for spec, logits in branch_logits(model, layout, prompts, rows, branches, config.heads).items():
             parts[spec].append(copy_scores(logits, prompts.targets()[rows]))
         if progress is not None:
@@ -251,7 +264,7 @@ def edge_study(model: TransformerBridge, config: EdgeStudyConfig = EdgeStudyConf
                 prompts = copying_prompts(model.tokenizer, task, length, config.n, n_shots=config.n_shots,
                                           seed=config.seed, prepend_bos=config.prepend_bos, fmt=config.prompt_format)
                 bar.set_postfix_str(f"{task} L={length}")
-                main, sweep = cell_rows(task, length, run_cell(model, layout, prompts, config, bar), config, meta)
+                main, sweep = _cell_rows(task, length, _run_cell(model, layout, prompts, config, bar), config, meta)
                 if journal is not None:
                     journal.add({"task": task, "length": length, "main": main, "sweep": sweep})
             main_rows += main
@@ -377,7 +390,19 @@ def upgrade_table(path: str | Path) -> list[Path]:
 
 
 def main(argv: Sequence[str]) -> int:
-    """``python -m interp.experiments.edge_study upgrade FILE...``: rewrite edge tables to the current columns."""
+    """``python -m interp.experiments.edge_study upgrade FILE...``: rewrite edge tables to the current columns.
+
+    >>> import tempfile
+    >>> old = {"task": "UF", "length": 3, "condition": "none", "n": 4, "accuracy": 0.5, "accuracy_lo": 0.15,
+    ...        "accuracy_hi": 0.85, "loss": 1.5, "loss_se": 0.25, "token_accuracy": 0.75}
+    >>> stem = Path(tempfile.mkdtemp()) / "edge_patching_m"
+    >>> _ = write_table([old], stem, formats=("csv",))
+    >>> main(["upgrade", str(stem) + ".csv"])
+    upgraded .../edge_patching_m.csv
+    0
+    >>> read_csv(str(stem) + ".csv")[0]["mean_logprob"]
+    -1.5
+    """
     if len(argv) < 2 or argv[0] != "upgrade":
         print("usage: python -m interp.experiments.edge_study upgrade FILE.csv [FILE.csv ...]", file=sys.stderr)
         return 2

@@ -106,7 +106,17 @@ class AblationConfig:
 def ablation_conditions(scores: HeadScores, config: AblationConfig) -> list[tuple[str, int | None, list[Head]]]:
     """(condition, random seed, heads): top-k induction, top-k anti-induction (by the scores
     ``config.induction_by`` and ``config.anti_by``), k random (per seed, drawn from the heads in
-    neither top list)."""
+    neither top list).
+
+    >>> import torch
+    >>> grid = torch.arange(8.0).view(2, 4)   # 2 layers x 4 heads
+    >>> scores = HeadScores({"induction": grid, "anti_induction": -grid})
+    >>> for condition, seed, heads in ablation_conditions(scores, AblationConfig(k=2, random_seeds=(0,))):
+    ...     print(condition, seed, format_heads(heads))
+    induction None 1.3;1.2
+    anti_induction None 0.0;0.1
+    random 0 0.3;1.1
+    """
     induction = scores.top_heads(config.induction_by, config.k)
     anti = scores.top_heads(config.anti_by, config.k)
     conditions: list[tuple[str, int | None, list[Head]]] = [("induction", None, induction), ("anti_induction", None, anti)]
@@ -118,7 +128,14 @@ def ablation_conditions(scores: HeadScores, config: AblationConfig) -> list[tupl
 
 def reference_means(model: TransformerBridge, config: AblationConfig, vocabulary: Sequence[str] | None = None,
                     progress: bool = True) -> HeadMeans:
-    """Mean ``hook_z`` over all tokens of reference prompts of every task (a seed of their own)."""
+    """Mean ``hook_z`` over all tokens of reference prompts of every task (a seed of their own).
+
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> means = reference_means(model, AblationConfig(tasks=("UF",), lengths=(3,), n_reference=2), progress=False)
+    >>> sorted(means.overall), tuple(means.overall[0].shape)   # per layer: [head, d_head]
+    ([0, 1], (4, 16))
+    """
     prompts = [p for task in config.tasks for length in config.lengths
                for p in task_prompts(model, task, length, config.n_reference, config.seed + 10_000,
                                      config.prompt_config, vocabulary, Generated(config.source.items(task)))]
@@ -129,7 +146,18 @@ def reference_means(model: TransformerBridge, config: AblationConfig, vocabulary
 def add_task_attention(model: TransformerBridge, scores: HeadScores, prompt_sets: dict[tuple[str, int], Sequence], prompt_config: PromptConfig,
                        batch_size: int = 8, progress: bool = True) -> HeadScores:
     """Add ``attn_<task>`` scores (mean attention from each output position to its answer's
-    source position, over the given prompts; lengths pooled) to ``scores``."""
+    source position, over the given prompts; lengths pooled) to ``scores``.
+
+    >>> import torch
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> config = AblationConfig(tasks=("UF",), lengths=(3,), n_examples=2)
+    >>> scores = HeadScores({"induction": torch.zeros(2, 4)})
+    >>> prompt_sets = ablation_prompt_sets(model, config)
+    >>> scores = add_task_attention(model, scores, prompt_sets, config.prompt_config, progress=False)
+    >>> sorted(scores.scores), tuple(scores["attn_UF"].shape)
+    (['attn_UF', 'induction'], (2, 4))
+    """
     by_task: dict[str, list] = {}
     for (task, _), prompts in prompt_sets.items():
         by_task.setdefault(task, []).extend(prompts)
@@ -140,7 +168,14 @@ def add_task_attention(model: TransformerBridge, scores: HeadScores, prompt_sets
 
 
 def ablation_prompt_sets(model: LanguageModel, config: AblationConfig, vocabulary: Sequence[str] | None = None) -> dict[tuple[str, int], list]:
-    """The seeded evaluation prompts of every task and length of an ablation study."""
+    """The seeded evaluation prompts of every task and length of an ablation study.
+
+    >>> from interp.models import load_model
+    >>> config = AblationConfig(tasks=("UF", "UB"), lengths=(3, 5), n_examples=2)
+    >>> sets = ablation_prompt_sets(load_model("tiny-llama", device="cpu"), config)
+    >>> list(sets), len(sets[("UB", 5)])
+    ([('UF', 3), ('UF', 5), ('UB', 3), ('UB', 5)], 2)
+    """
     return {(t, n): task_prompts(model, t, n, config.n_examples, config.seed, config.prompt_config, vocabulary,
                                  None if vocabulary else config.source)
             for t in config.tasks for n in config.lengths}
@@ -148,13 +183,28 @@ def ablation_prompt_sets(model: LanguageModel, config: AblationConfig, vocabular
 
 def check_ablation_inputs(model: TransformerBridge, config: AblationConfig) -> None:
     """Everything about a study that can be wrong for this model, checked before any forward
-    pass: ``k`` against the number of heads, and every prompt against the context length."""
+    pass: ``k`` against the number of heads, and every prompt against the context length.
+
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")   # 2 layers x 4 heads
+    >>> check_ablation_inputs(model, AblationConfig(tasks=("UF",), k=3))
+    Traceback (most recent call last):
+    ValueError: k=3: the random-head control needs 3 heads outside the top-k induction and anti-induction sets, ...
+    """
     config.check_model(model.cfg.n_layers, model.cfg.n_heads)
     check_prompt_context(model, config)
 
 
 def check_prompt_context(model: LanguageModel, config: AblationConfig) -> None:
-    """Every prompt of the study's tasks and lengths against the model's context."""
+    """Every prompt of the study's tasks and lengths against the model's context.
+
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")   # n_ctx 512
+    >>> long_demos = PromptConfig(n_shots=8, demo_length=40)
+    >>> check_prompt_context(model, AblationConfig(tasks=("UF",), lengths=(40,), n_examples=1, prompt_config=long_demos))
+    Traceback (most recent call last):
+    ValueError: the longest prompt + answer has 814 tokens but the model's context (cfg.n_ctx) is 512: ...
+    """
     for prompts in ablation_prompt_sets(model, config).values():
         check_context(model, encode_for(model, prompts, config.prompt_config))
 
@@ -164,7 +214,20 @@ def study_head_scores(model: TransformerBridge, stem: Path, config: AblationConf
     """The head scores a study ranks heads by, with its ``attn_<task>`` columns: read back from
     ``stem`` when that table is whole and was written for the same model, dtype, probe and
     prompts (a re-run after an interruption), else computed and written there (``log`` says why).
-    The table is locked meanwhile: another run computing the same table is refused."""
+    The table is locked meanwhile: another run computing the same table is refused.
+
+    >>> import tempfile, torch
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> config = AblationConfig(tasks=("UF",), lengths=(3,), k=2, n_examples=2)
+    >>> stem = Path(tempfile.mkdtemp()) / "head_scores_tiny-llama"
+    >>> scores = study_head_scores(model, stem, config, n_sequences=1, progress=False)
+    >>> sorted(path.name for path in stem.parent.iterdir())
+    ['head_scores_tiny-llama.csv', 'head_scores_tiny-llama.json', 'head_scores_tiny-llama.md']
+    >>> again = study_head_scores(model, stem, config, n_sequences=1, progress=False, log=print)   # read back
+    >>> bool(torch.allclose(again["attn_UF"], scores["attn_UF"], atol=1e-6))
+    True
+    """
     wanted = {"model": model_name(model), "dtype": model_dtype(model), "probe": "repeated_random",
               "n_sequences": n_sequences, "seed": config.seed,
               "task_attention": {"tasks": list(config.tasks), "lengths": list(config.lengths),
@@ -220,7 +283,7 @@ class AblationCell:
         return (self.condition, self.kind, self.seed, task, length)
 
 
-def ablation_cells(scores: HeadScores, config: AblationConfig) -> list[AblationCell]:
+def _ablation_cells(scores: HeadScores, config: AblationConfig) -> list[AblationCell]:
     """The baseline, then every condition under every ablation kind."""
     conditions = ablation_conditions(scores, config)
     return [AblationCell("baseline", "none", None, ())] + [AblationCell(c, kind, seed, tuple(heads))
@@ -263,7 +326,7 @@ def ablation_study(model: TransformerBridge, scores: HeadScores, config: Ablatio
             for (task, length), prompts in ablation_prompt_sets(model, config).items()]
     for prompt_set in sets:
         check_context(model, prompt_set.encoded)
-    cells = ablation_cells(scores, config)
+    cells = _ablation_cells(scores, config)
     done = {cell_key(row): row for row in journal_rows(journal)}
     means = reference_means(model, config, progress=progress) if "mean" in config.kinds else None
     layers = {_lowest_layer(cell.heads) for cell in cells if cell.heads}
@@ -289,11 +352,25 @@ def ablation_study(model: TransformerBridge, scores: HeadScores, config: Ablatio
 
 
 def cell_key(row: AblationRow) -> tuple:
+    """What identifies a row's cell, so that a resumed study can find the cells a journal holds.
+
+    >>> row = AblationRow("m", "induction", "zero", None, "UF", 10, 30, 0.5, -0.25, -1.2, "1.3;1.2", "induction")
+    >>> cell_key(row)
+    ('induction', 'zero', None, 'UF', 10)
+    """
     return (row.condition, row.ablation, row.seed, row.task, row.length)
 
 
 def journal_rows(journal: RowJournal | None) -> list[AblationRow]:
-    """The rows an interrupted study finished (the change from the baseline is recomputed)."""
+    """The rows an interrupted study finished (the change from the baseline is recomputed).
+
+    >>> import tempfile
+    >>> row = AblationRow("m", "baseline", "none", None, "UF", 10, 30, 0.5, 0.0, -1.2, "", "")
+    >>> with RowJournal(Path(tempfile.mkdtemp()) / "ablation_m", {"k": 2}) as journal:
+    ...     journal.add(asdict(row))
+    ...     journal_rows(journal) == [row], journal_rows(None)
+    (True, [])
+    """
     return [row_from_mapping(AblationRow, {"delta_accuracy": math.nan, "selected_by": "", **values})
             for values in (journal.done() if journal else [])]
 

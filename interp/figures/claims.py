@@ -111,13 +111,13 @@ def _drop_claim(claim: str, model: str, before: Rows, after: Rows, control: Rows
     return Claim(claim, model, value, d, lo, hi, clean[1], verdict, source, note)
 
 
-def directional_claims(model: str, rows: Rows, source: str) -> list[Claim]:
+def _directional_claims(model: str, rows: Rows, source: str) -> list[Claim]:
     found = [_gap_claim("UF > UB (forward beats backward copying)", model, rows, source, "UF", "UB"),
              _gap_claim("UR > UL (right beats left retrieval)", model, rows, source, "UR", "UL")]
     return [c for c in found if c]
 
 
-def head_score_claims(model: str, rows: Rows, source: str) -> list[Claim]:
+def _head_score_claims(model: str, rows: Rows, source: str) -> list[Claim]:
     found = [_score_claim("strong induction heads (paper's score)", model, rows, source, "induction", True),
              _score_claim("weak anti-induction heads (paper's score)", model, rows, source, "anti_induction", False),
              _score_claim("weak backward-copying candidates (duplicate-token x V-composition)", model, rows, source,
@@ -125,7 +125,7 @@ def head_score_claims(model: str, rows: Rows, source: str) -> list[Claim]:
     return [c for c in found if c]
 
 
-def ablation_claims(model: str, rows: Rows, source: str) -> list[Claim]:
+def _ablation_claims(model: str, rows: Rows, source: str) -> list[Claim]:
     def pick(condition: str, task: str, kind: str | None = None) -> Rows:
         return [r for r in rows if r["condition"] == condition and r["task"] == task
                 and (kind is None or r.get("ablation") == kind)]
@@ -137,7 +137,7 @@ def ablation_claims(model: str, rows: Rows, source: str) -> list[Claim]:
     return [c for c in found if c]
 
 
-def edge_claims(model: str, rows: Rows, source: str) -> list[Claim]:
+def _edge_claims(model: str, rows: Rows, source: str) -> list[Claim]:
     def pick(condition: str, task: str) -> Rows:
         return [{"accuracy": r["accuracy"], "n_examples": r.get("n_examples") or r.get("n")} for r in rows
                 if r.get("condition") == condition and r.get("task") == task]
@@ -147,7 +147,7 @@ def edge_claims(model: str, rows: Rows, source: str) -> list[Claim]:
     return [c for c in found if c]
 
 
-def scratch_claims(model: str, rows: Rows, source: str) -> list[Claim]:
+def _scratch_claims(model: str, rows: Rows, source: str) -> list[Claim]:
     """Expressible tasks keep their accuracy beyond the training lengths; inexpressible ones lose it."""
     ood = [r for r in rows if r.get("split") == "ood"]
     if not ood:
@@ -170,8 +170,8 @@ def scratch_claims(model: str, rows: Rows, source: str) -> list[Claim]:
 
 
 READERS: dict[str, Callable[[str, Rows, str], list[Claim]]] = {
-    "directional_bias": directional_claims, "head_scores": head_score_claims, "ablation": ablation_claims,
-    "edge_patching": edge_claims, "from_scratch": scratch_claims,
+    "directional_bias": _directional_claims, "head_scores": _head_score_claims, "ablation": _ablation_claims,
+    "edge_patching": _edge_claims, "from_scratch": _scratch_claims,
 }
 
 
@@ -218,6 +218,12 @@ VERDICT_ORDER = ("supports", "contradicts", "inconclusive", "cannot test")
 
 
 def claims_table(claims: Sequence[Claim]) -> list[dict]:
+    """The claims as table rows, one per (claim, model), every field a column.
+
+    >>> row = claims_table([Claim("UF > UB", "m", "UF 1.00 vs UB 0.00", 1.0, 0.9, 1.0, 40, "supports", "x.csv")])[0]
+    >>> row["claim"], row["verdict"], row["n"], row["note"]
+    ('UF > UB', 'supports', 40, '')
+    """
     return [c.as_row() for c in claims]
 
 
@@ -241,7 +247,13 @@ def claims_matrix(claims: Sequence[Claim]) -> list[dict]:
 
 
 def claims_figure(claims: Sequence[Claim]):
-    """A claims x models grid: colour = verdict, text = the number read."""
+    """A claims x models grid: colour = verdict, text = the number read.
+
+    >>> fig = claims_figure([Claim("UF > UB", "m", "UF 1.00 vs UB 0.00", 1.0, 0.9, 1.0, 40, "supports", "x.csv"),
+    ...                      Claim("UR > UL", "m", "UR 0.50 vs UL 0.45", 0.05, -0.1, 0.2, 40, "inconclusive", "x.csv")])
+    >>> [trace.name for trace in fig.data], list(fig.data[1].text)
+    (['supports', 'inconclusive'], ['+0.05'])
+    """
     import plotly.graph_objects as go
 
     from interp.figures.style import OKABE_ITO, style

@@ -67,34 +67,61 @@ def boot(hf_model, tokenizer, name: str, device: torch.device, repo: str | None 
     """A bridge around ``hf_model`` (not yet in compatibility mode), named ``name`` in its config;
     ``repo`` is the model's Hugging Face repository when ``name`` is not. An empty (meta) model gets
     its synthetic buffers, and is filled later (:func:`install_processed_weights`,
-    :func:`process_in_chunks`, :func:`fill_empty_parameters`)."""
+    :func:`process_in_chunks`, :func:`fill_empty_parameters`).
+
+    >>> from interp.models.loading import load_hf_model
+    >>> bridge = boot(*load_hf_model("tiny-gpt2"), "tiny-gpt2", torch.device("cpu"))
+    >>> bridge.cfg.model_name, weights_processed(bridge)
+    ('tiny-gpt2', False)
+    """
     bridge = TransformerBridge.boot_transformers(repo or name, hf_model=hf_model, tokenizer=tokenizer,
                                                  device=device, dtype=hf_model.dtype)
     bridge.cfg.model_name = name
     if is_empty(hf_model):
-        materialize_synthetic_buffers(bridge)
+        _materialize_synthetic_buffers(bridge)
     return bridge
 
 
 def enable_compatibility(bridge: TransformerBridge, process_weights: bool) -> None:
     """HookedTransformer hook names; with ``process_weights`` also its weight processing
-    (layer norms folded, writing weights centred), else the weights are installed later."""
+    (layer norms folded, writing weights centred), else the weights are installed later.
+
+    >>> from interp.models.loading import load_hf_model
+    >>> bridge = boot(*load_hf_model("tiny-gpt2"), "tiny-gpt2", torch.device("cpu"))
+    >>> enable_compatibility(bridge, process_weights=True)
+    >>> weights_processed(bridge), act_name("pattern", 0) in bridge.hook_dict
+    (True, True)
+    """
     bridge.enable_compatibility_mode(disable_warnings=True, no_processing=not process_weights)
     if process_weights:
-        make_weights_contiguous(bridge)
+        _make_weights_contiguous(bridge)
 
 
 def process_weights(bridge: TransformerBridge) -> None:
-    """Process the weights of a bridge put in compatibility mode without processing."""
+    """Process the weights of a bridge put in compatibility mode without processing.
+
+    >>> from interp.models.loading import load_hf_model
+    >>> bridge = boot(*load_hf_model("tiny-gpt2"), "tiny-gpt2", torch.device("cpu"))
+    >>> enable_compatibility(bridge, process_weights=False)
+    >>> process_weights(bridge)
+    >>> weights_processed(bridge), all(p.is_contiguous() for p in bridge.parameters())
+    (True, True)
+    """
     bridge.process_weights()
-    make_weights_contiguous(bridge)
+    _make_weights_contiguous(bridge)
 
 
 def weights_processed(bridge: TransformerBridge) -> bool:
+    """Whether the bridge's weights are processed (layer norms folded and so on) or still raw.
+
+    >>> from interp.models import load_model
+    >>> weights_processed(load_model("tiny-gpt2", device="cpu"))
+    True
+    """
     return bool(bridge._weights_processed)
 
 
-def make_weights_contiguous(bridge: TransformerBridge) -> None:
+def _make_weights_contiguous(bridge: TransformerBridge) -> None:
     """Give every parameter a contiguous layout.
 
     Processing leaves some weights as transposed views (GPT-2's split ``c_attn``), while weights
@@ -107,7 +134,13 @@ def make_weights_contiguous(bridge: TransformerBridge) -> None:
 
 
 def processed_state_dict(bridge: TransformerBridge) -> dict[str, Tensor]:
-    """The processed weights as CPU tensors that can be saved (tied weights get their own copy)."""
+    """The processed weights as CPU tensors that can be saved (tied weights get their own copy).
+
+    >>> from interp.models import load_model
+    >>> tensors = processed_state_dict(load_model("tiny-gpt2", device="cpu"))
+    >>> list(tensors)[:3], tuple(tensors["embed.weight"].shape)
+    (['embed.weight', 'pos_embed.weight', 'blocks.0.attn.q.weight'], (354, 64))
+    """
     if not weights_processed(bridge):
         raise ValueError("the bridge's weights are not processed: call enable_compatibility(bridge, True) first")
     tensors: dict[str, Tensor] = {}
@@ -121,7 +154,7 @@ def processed_state_dict(bridge: TransformerBridge) -> dict[str, Tensor]:
     return tensors
 
 
-def state_dict_mismatch(bridge: TransformerBridge, state_dict: dict[str, Tensor]) -> str | None:
+def _state_dict_mismatch(bridge: TransformerBridge, state_dict: dict[str, Tensor]) -> str | None:
     """Why ``state_dict`` cannot be installed into ``bridge`` (keys or shapes), or None."""
     expected = bridge.state_dict(keep_vars=True)
     # Folding value biases gives a bias-free output projection (Qwen2's o_proj) a bias, which
@@ -140,10 +173,21 @@ def install_processed_weights(bridge: TransformerBridge, state_dict: dict[str, T
     """Put processed weights into a bridge in compatibility mode without processing, leaving it
     as ``process_weights`` would (TransformerLens' own distribution path, then the adapter's
     post-processing). The tensors are installed by assignment: an empty model is filled without
-    a copy, and memory-mapped tensors stay mapped."""
+    a copy, and memory-mapped tensors stay mapped.
+
+    >>> from interp.models import load_model
+    >>> from interp.models.loading import load_hf_model
+    >>> model = load_model("tiny-gpt2", device="cpu")
+    >>> bridge = boot(*load_hf_model("tiny-gpt2"), "tiny-gpt2", torch.device("cpu"))
+    >>> enable_compatibility(bridge, process_weights=False)
+    >>> install_processed_weights(bridge, processed_state_dict(model))
+    >>> tokens = torch.tensor([[3, 7, 11, 5]])
+    >>> weights_processed(bridge), bool(torch.allclose(bridge(tokens), model(tokens), atol=1e-6))
+    (True, True)
+    """
     if weights_processed(bridge):
         raise ValueError("the bridge's weights are already processed")
-    problem = state_dict_mismatch(bridge, {k: v for k, v in state_dict.items()})
+    problem = _state_dict_mismatch(bridge, {k: v for k, v in state_dict.items()})
     if problem:
         raise ValueError(f"the processed weights do not match this model: {problem}")
     device = torch.device(bridge.cfg.device)
@@ -152,7 +196,7 @@ def install_processed_weights(bridge: TransformerBridge, state_dict: dict[str, T
     if bridge.adapter is not None:
         bridge.adapter.postprocess_weights(bridge)
     bridge._weights_processed = True
-    make_weights_contiguous(bridge)
+    _make_weights_contiguous(bridge)
 
 
 # --------------------------------------------------------------------------- filling an empty model
@@ -170,7 +214,7 @@ def is_empty(module: nn.Module) -> bool:
     return any(p.is_meta for p in module.parameters())
 
 
-def checkpoint_names(model: nn.Module) -> dict[int, list[str]]:
+def _checkpoint_names(model: nn.Module) -> dict[int, list[str]]:
     """Every checkpoint name of each parameter (tied weights have several), keyed by the
     parameter's id: a booted bridge wraps each HF module, adding ``._original_component`` to the
     module paths, and the checkpoint names are the paths without it."""
@@ -180,7 +224,7 @@ def checkpoint_names(model: nn.Module) -> dict[int, list[str]]:
     return names
 
 
-def materialize_synthetic_buffers(bridge: TransformerBridge) -> None:
+def _materialize_synthetic_buffers(bridge: TransformerBridge) -> None:
     """A bias-free unembedding gets a fixed zero ``bias`` buffer when the bridge boots, on the
     meta device for an empty model: give it its zeros. Any other empty buffer is an error."""
     device = torch.device(bridge.cfg.device)
@@ -196,8 +240,23 @@ def materialize_synthetic_buffers(bridge: TransformerBridge) -> None:
 
 def fill_empty_parameters(bridge: TransformerBridge, read: NamedReader) -> None:
     """Give every parameter still on the meta device its tensor from ``read`` (the ones
-    processing does not touch, or all of them); tied parameters stay tied."""
-    names = checkpoint_names(bridge.original_model)
+    processing does not touch, or all of them); tied parameters stay tied.
+
+    >>> from accelerate import init_empty_weights
+    >>> from transformers import AutoModelForCausalLM
+    >>> from interp.models.loading import load_hf_model
+    >>> full, tokenizer = load_hf_model("tiny-llama")
+    >>> with init_empty_weights(include_buffers=False):
+    ...     empty = AutoModelForCausalLM.from_config(full.config)
+    >>> bridge = boot(empty, tokenizer, "tiny-llama", torch.device("cpu"))
+    >>> raw = full.state_dict()
+    >>> is_empty(bridge.original_model)
+    True
+    >>> fill_empty_parameters(bridge, lambda names, what: raw[names[0]])
+    >>> is_empty(bridge.original_model)
+    False
+    """
+    names = _checkpoint_names(bridge.original_model)
     filled: dict[int, nn.Parameter] = {}
     for module_name, module in bridge.original_model.named_modules():
         for param_name, param in list(module.named_parameters(recurse=False)):
@@ -214,7 +273,14 @@ def fill_empty_parameters(bridge: TransformerBridge, read: NamedReader) -> None:
 def can_process_in_chunks(bridge: TransformerBridge) -> bool:
     """Chunking is exact only when no processing step looks across chunks: the adapter must not
     preprocess the whole state dict, no logit softcap (centring is skipped then), no
-    encoder-decoder, and no batched experts (folded on the live model)."""
+    encoder-decoder, and no batched experts (folded on the live model).
+
+    >>> from interp.models.loading import load_hf_model
+    >>> bridge = boot(*load_hf_model("tiny-llama"), "tiny-llama", torch.device("cpu"))
+    >>> enable_compatibility(bridge, process_weights=False)
+    >>> can_process_in_chunks(bridge)
+    True
+    """
     from transformer_lens.model_bridge.architecture_adapter import ArchitectureAdapter
     from transformer_lens.model_bridge.generalized_components.moe import has_batched_experts
 
@@ -257,12 +323,30 @@ def process_in_chunks(bridge: TransformerBridge, read: NamedReader, progress: bo
     """Process the raw weights ``read`` gives into a bridge booted on an empty model (compatibility
     mode without processing) one chunk at a time, leaving it as ``enable_compatibility_mode()``
     would: every processing step reads one block's own tensors (and the globals only the global
-    chunk), so the result is bit-identical to processing everything at once."""
+    chunk), so the result is bit-identical to processing everything at once.
+
+    >>> from accelerate import init_empty_weights
+    >>> from transformers import AutoModelForCausalLM
+    >>> from interp.models import load_model
+    >>> from interp.models.loading import load_hf_model
+    >>> full, tokenizer = load_hf_model("tiny-llama")
+    >>> with init_empty_weights(include_buffers=False):
+    ...     empty = AutoModelForCausalLM.from_config(full.config)
+    >>> bridge = boot(empty, tokenizer, "tiny-llama", torch.device("cpu"))
+    >>> enable_compatibility(bridge, process_weights=False)
+    >>> raw, read = full.state_dict(), []
+    >>> process_in_chunks(bridge, lambda names, what: read.append(what) or raw[names[0]])
+    >>> read[:3], len(read)   # the embeddings, the globals, then block by block
+    (['embed.weight', 'ln_final.weight', 'unembed.weight'], 21)
+    >>> tokens = torch.tensor([[3, 7, 11, 5]])
+    >>> bool(torch.allclose(bridge(tokens), load_model("tiny-llama", device="cpu")(tokens), atol=1e-6))
+    True
+    """
     from tqdm.auto import tqdm
 
     if weights_processed(bridge):
         raise ValueError("the bridge's weights are already processed")
-    names = checkpoint_names(bridge.original_model)
+    names = _checkpoint_names(bridge.original_model)
     current = bridge.state_dict(keep_vars=True)
 
     def raw(key: str) -> Tensor:
@@ -291,7 +375,7 @@ def process_in_chunks(bridge: TransformerBridge, read: NamedReader, progress: bo
                                                         component_mapping=bridge.real_components)
         del state_dict, processed
     bridge.adapter.postprocess_weights(bridge)
-    make_weights_contiguous(bridge)
+    _make_weights_contiguous(bridge)
 
 
 # --------------------------------------------------------------------------- running parts of the model
@@ -305,7 +389,7 @@ class _PassThrough(nn.Module):
 
 
 @contextmanager
-def bypass_blocks_below(model: TransformerBridge, layer: int, unembed: bool = True) -> Iterator[None]:
+def _bypass_blocks_below(model: TransformerBridge, layer: int, unembed: bool = True) -> Iterator[None]:
     """Inside, blocks ``0..layer-1`` cost nothing (a forward that starts at ``layer`` discards
     their output anyway) and, with ``unembed``, the unembedding returns the final normalized
     residual, so callers unembed only the positions they need (:func:`unembed_residual`)."""
@@ -322,15 +406,30 @@ def bypass_blocks_below(model: TransformerBridge, layer: int, unembed: bool = Tr
 
 
 def unembed_residual(model: TransformerBridge, residual: Float[Tensor, "*rows d_model"]) -> Float[Tensor, "*rows d_vocab"]:
-    """The model's own unembedding applied to final (normalized) residuals."""
+    """The model's own unembedding applied to final (normalized) residuals.
+
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-gpt2", device="cpu")
+    >>> tuple(unembed_residual(model, torch.zeros(3, model.cfg.d_model)).shape)
+    (3, 354)
+    """
     return model.unembed.original_component(residual)
 
 
 def run_from_layer(model: TransformerBridge, residual: Float[Tensor, "batch pos d_model"], layer: int,
                    fwd_hooks: Sequence[Hook] = ()) -> Float[Tensor, "batch pos d_model"]:
     """Blocks ``layer..`` on ``residual`` (the stream entering ``layer``); returns the final
-    normalized residual (no unembedding)."""
-    with torch.no_grad(), bypass_blocks_below(model, layer):
+    normalized residual (no unembedding).
+
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-gpt2", device="cpu")
+    >>> tokens = torch.tensor([[3, 7, 11, 5, 3, 7]])
+    >>> logits, cache = model.run_with_cache(tokens, names_filter=act_name("resid_pre", 1))
+    >>> final = run_from_layer(model, cache[act_name("resid_pre", 1)], 1)
+    >>> tuple(final.shape), bool(torch.allclose(unembed_residual(model, final), logits, atol=1e-5))
+    ((1, 6, 64), True)
+    """
+    with torch.no_grad(), _bypass_blocks_below(model, layer):
         return model.run_with_hooks(residual, start_at_layer=layer, fwd_hooks=list(fwd_hooks))
 
 
@@ -341,7 +440,18 @@ class _Stop(Exception):
 def run_until(model: TransformerBridge, tokens: Int[Tensor, "batch pos"], last_hook: str,
               fwd_hooks: Sequence[Hook] = ()) -> None:
     """Run the forward pass with ``fwd_hooks`` and stop as soon as ``last_hook`` has fired (its
-    own hooks in ``fwd_hooks`` included): the layers after it, and the unembedding, never run."""
+    own hooks in ``fwd_hooks`` included): the layers after it, and the unembedding, never run.
+
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-gpt2", device="cpu")
+    >>> fired = []
+    >>> def record(name):
+    ...     return lambda value, hook: fired.append(name)
+    >>> names = [act_name(kind, layer) for layer in (0, 1) for kind in ("resid_pre", "pattern")]
+    >>> run_until(model, torch.tensor([[3, 7, 11]]), names[1], [(name, record(name)) for name in names])
+    >>> fired   # block 1 never ran
+    ['blocks.0.hook_resid_pre', 'blocks.0.attn.hook_pattern']
+    """
 
     if last_hook not in model.hook_dict:
         raise ValueError(f"the model has no hook {last_hook!r} (e.g. {act_name('pattern', 0)!r})")
@@ -374,7 +484,16 @@ def apply_rotary(model: TransformerBridge, x: Float[Tensor, "*#rows head d_head"
     """RoPE as the bridge's rotary attention applies it to ``hook_q`` / ``hook_k`` (giving
     ``hook_rot_q`` / ``hook_rot_k``): halves rotated, Hugging Face's ``rotate_half``; linear in
     ``x``, so it also rotates a change of a query or key. ``cos`` and ``sin`` come from
-    :func:`rotary_hook_names` at the same rows."""
+    :func:`rotary_hook_names` at the same rows.
+
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> names = [act_name("q", 0), act_name("rot_q", 0), *rotary_hook_names(0)]
+    >>> _, cache = model.run_with_cache(torch.tensor([[1, 5, 9, 2]]), names_filter=lambda name: name in names)
+    >>> q, rot_q, cos, sin = (cache[name] for name in names)
+    >>> bool(torch.allclose(apply_rotary(model, q, cos, sin), rot_q, atol=1e-6))
+    True
+    """
     if getattr(model.cfg, "rotary_adjacent_pairs", False) or x.shape[-1] != cos.shape[-1]:
         raise NotImplementedError("only full-width rotary embeddings on rotated halves are supported")
     first, second = x.chunk(2, dim=-1)
@@ -387,7 +506,12 @@ def apply_rotary(model: TransformerBridge, x: Float[Tensor, "*#rows head d_head"
 def head_weights(model: TransformerBridge) -> dict[str, Float[Tensor, "layer head_index ..."]]:
     """``W_Q``, ``W_K``, ``W_V`` ``[layer, head, d_model, d_head]`` and ``W_O`` ``[layer, head,
     d_head, d_model]`` of the processed weights, one entry per *query* head: under grouped-query
-    attention each key/value head is repeated for the query heads that share it."""
+    attention each key/value head is repeated for the query heads that share it.
+
+    >>> from interp.models import load_model
+    >>> {name: tuple(w.shape) for name, w in head_weights(load_model("tiny-gpt2", device="cpu")).items()}
+    {'W_Q': (2, 4, 64, 16), 'W_K': (2, 4, 64, 16), 'W_V': (2, 4, 64, 16), 'W_O': (2, 4, 16, 64)}
+    """
     n_heads = model.cfg.n_heads
     weights = {name: getattr(model, name).detach() for name in ("W_Q", "W_K", "W_V", "W_O")}
     for name in ("W_K", "W_V"):

@@ -56,7 +56,15 @@ class BranchedTokens:
 
 
 def branch(trunk: Int[Tensor, "batch trunk"], continuation: Int[Tensor, "batch cont"], n_branches: int) -> BranchedTokens:
-    """Lay out ``trunk`` followed by ``n_branches`` copies of ``continuation``."""
+    """Lay out ``trunk`` followed by ``n_branches`` copies of ``continuation``.
+
+    >>> import torch
+    >>> packed = branch(torch.tensor([[5, 6, 7]]), torch.tensor([[8, 9]]), n_branches=2)
+    >>> packed.tokens.tolist(), packed.position_ids.tolist()
+    ([[5, 6, 7, 8, 9, 8, 9]], [[0, 1, 2, 3, 4, 3, 4]])
+    >>> packed.attention_mask[0, 0, 5].int().tolist()   # branch 1's first token: the trunk and itself
+    [1, 1, 1, 0, 0, 1, 0]
+    """
     if n_branches < 1:
         raise ValueError(f"n_branches={n_branches} must be >= 1")
     batch, trunk_length = trunk.shape
@@ -76,13 +84,32 @@ def branch(trunk: Int[Tensor, "batch trunk"], continuation: Int[Tensor, "batch c
 
 def logits_from_hook(start: int) -> Hook:
     """Unembed only positions ``start ..``: the other logits are never scored, and the unembedding of a
-    49k-token vocabulary is a fifth of a small model's forward pass."""
+    49k-token vocabulary is a fifth of a small model's forward pass.
+
+    >>> import torch
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-gpt2", device="cpu")
+    >>> tuple(model.run_with_hooks(torch.arange(6)[None], fwd_hooks=[logits_from_hook(4)]).shape)
+    (1, 2, 354)
+    """
     return ("unembed.hook_in", lambda residual, hook: residual[:, start:])
 
 
 def run_branched(model: TransformerBridge, branched: BranchedTokens, fwd_hooks: Sequence[Hook] = (),
                  logits_start: int | None = None) -> Float[Tensor, "batch scored vocab"]:
-    """Logits of a branched sequence from position ``logits_start`` (default: the last trunk position) on."""
+    """Logits of a branched sequence from position ``logits_start`` (default: the last trunk position) on.
+
+    >>> import torch
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-llama", device="cpu")
+    >>> trunk, continuation = torch.arange(1, 6)[None], torch.tensor([[7, 8]])
+    >>> logits = run_branched(model, branch(trunk, continuation, n_branches=3))
+    >>> tuple(logits.shape)   # the last trunk position, then 3 branches of 2
+    (1, 7, 354)
+    >>> plain = model(torch.cat([trunk, continuation], dim=1))
+    >>> bool(torch.allclose(logits[:, 5:], plain[:, 5:], atol=1e-4))   # branch 2 is the plain run's end
+    True
+    """
     start = branched.trunk_length - 1 if logits_start is None else logits_start
     device = model.cfg.device
     hooks = [*fwd_hooks, logits_from_hook(start)]

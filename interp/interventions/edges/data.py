@@ -47,6 +47,11 @@ MIN_LENGTH, MAX_LENGTH = 2, len(LETTERS)
 
 
 def check_task(task: str) -> str:
+    """``task`` as one of :data:`TASKS` (case and surrounding spaces ignored); any other name is refused.
+
+    >>> check_task(" ub")
+    'UB'
+    """
     upper = str(task).strip().upper()
     if upper not in TASKS:
         raise ValueError(f"task {task!r} is not an edge-patching task; expected one of {', '.join(TASKS)}")
@@ -54,6 +59,11 @@ def check_task(task: str) -> str:
 
 
 def check_length(length: int) -> int:
+    """``length`` as an int, refused outside ``MIN_LENGTH``-``MAX_LENGTH`` (2-26 distinct letters).
+
+    >>> check_length(5), MIN_LENGTH, MAX_LENGTH
+    (5, 2, 26)
+    """
     if not MIN_LENGTH <= int(length) <= MAX_LENGTH:
         raise ValueError(f"length {length} is out of range: unique copying over a-z needs {MIN_LENGTH}-{MAX_LENGTH} "
                          f"letters (at least 2, so that a patched query predicts a scored token)")
@@ -61,6 +71,11 @@ def check_length(length: int) -> int:
 
 
 def check_format(fmt: str) -> str:
+    """``fmt`` if it is one of :data:`FORMATS`, else a ``ValueError``.
+
+    >>> check_format("single-shot")
+    'single-shot'
+    """
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r} is not an edge-patching prompt format; expected one of {', '.join(FORMATS)}")
     return fmt
@@ -68,7 +83,11 @@ def check_format(fmt: str) -> str:
 
 def prompt_length(length: int, n_shots: int = DEFAULT_SHOTS, bos: bool = False, eos: bool = True,
                   fmt: str = "few-shot") -> int:
-    """Tokens in one prompt: ``n_shots`` shots of ``2 L + 2`` tokens, less the last ``.`` (single-shot: at most)."""
+    """Tokens in one prompt: ``n_shots`` shots of ``2 L + 2`` tokens, less the last ``.`` (single-shot: at most).
+
+    >>> prompt_length(3, n_shots=2), prompt_length(3, fmt="single-shot")
+    (16, 14)
+    """
     if check_format(fmt) == "single-shot":
         return 2 * length + SINGLE_SHOT_OVERHEAD
     return int(bos) + n_shots * (2 * length + 2) - 1 + int(eos)
@@ -131,14 +150,14 @@ class CopyingPrompts:
         return builders[name](rows)
 
 
-def separator_id(tokenizer: PreTrainedTokenizerBase, text: str) -> int:
+def _separator_id(tokenizer: PreTrainedTokenizerBase, text: str) -> int:
     ids = text_ids(tokenizer, text)
     if len(ids) != 1:
         raise ValueError(f"separator {text!r} is {len(ids)} tokens for this tokenizer; the protocol needs one token")
     return ids[0]
 
 
-def draw_strings(length: int, n: int, n_shots: int, seed: int) -> list[list[tuple[str, ...]]]:
+def _draw_strings(length: int, n: int, n_shots: int, seed: int) -> list[list[tuple[str, ...]]]:
     """``n`` instances of ``n_shots`` strings of ``length`` distinct letters, seeded per instance."""
     strings = []
     for i in range(n):
@@ -161,15 +180,15 @@ def copying_prompts(tokenizer: PreTrainedTokenizerBase, task: str, length: int, 
     if n < 1:
         raise ValueError(f"n={n}: at least one prompt is needed")
     if check_format(fmt) == "single-shot":
-        return single_shot_prompts(tokenizer, task, length, n, seed=seed, prepend_bos=prepend_bos)
+        return _single_shot_prompts(tokenizer, task, length, n, seed=seed, prepend_bos=prepend_bos)
     if n_shots < 1:
         raise ValueError(f"n_shots={n_shots}: at least one shot (the test) is needed")
     letter_ids = item_token_ids(tokenizer, LETTERS)
-    comma, period = separator_id(tokenizer, STRING_SEPARATOR), separator_id(tokenizer, SHOT_SEPARATOR)
+    comma, period = _separator_id(tokenizer, STRING_SEPARATOR), _separator_id(tokenizer, SHOT_SEPARATOR)
     bos = [tokenizer.bos_token_id] if prepend_bos and tokenizer.bos_token_id is not None else []
     eos = [tokenizer.eos_token_id] if append_eos and tokenizer.eos_token_id is not None else []
     rows, tests = [], []
-    for shots in draw_strings(length, n, n_shots, seed):
+    for shots in _draw_strings(length, n, n_shots, seed):
         ids = list(bos)
         for i, string in enumerate(shots):
             copy = string if task == "UF" else string[::-1]
@@ -181,8 +200,8 @@ def copying_prompts(tokenizer: PreTrainedTokenizerBase, task: str, length: int, 
     return CopyingPrompts(task, length, n_shots, seed, torch.tensor(rows), string_start, tuple(tests))
 
 
-def single_shot_prompts(tokenizer: PreTrainedTokenizerBase, task: str, length: int, n: int, *, seed: int = 0,
-                        prepend_bos: bool = False) -> CopyingPrompts:
+def _single_shot_prompts(tokenizer: PreTrainedTokenizerBase, task: str, length: int, n: int, *, seed: int = 0,
+                         prepend_bos: bool = False) -> CopyingPrompts:
     """One string and its copy in the zero-shot line of :mod:`interp.prompts`, encoded as
     :func:`interp.prompts.encode_prompt` encodes it for training and evaluation, the end marker's first
     token appended. Letters are drawn as in the few-shot format (the same strings for UF and UB)."""
@@ -191,7 +210,7 @@ def single_shot_prompts(tokenizer: PreTrainedTokenizerBase, task: str, length: i
 
     letter_ids = item_token_ids(tokenizer, LETTERS)
     rows, tests = [], []
-    for (string,) in draw_strings(length, n, 1, seed):
+    for (string,) in _draw_strings(length, n, 1, seed):
         copy = string if task == "UF" else string[::-1]
         prompt = build_prompt(TaskExample(task, string, copy), [], PromptConfig(n_shots=0))
         encoded = encode_prompt(tokenizer, prompt, prepend_bos=prepend_bos)

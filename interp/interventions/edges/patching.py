@@ -101,7 +101,12 @@ def attention_layout(model: TransformerBridge, n_tokens: int = 16, seed: int = 0
     """Head counts, whether keys are rotated, and each layer's score scale ``c``, from one small seeded forward.
 
     ``c`` is fitted by least squares of ``hook_attn_scores`` on ``q . k`` over the unmasked entries; a misfit
-    above ``SCALE_TOLERANCE`` (softcapping, ALiBi, ...) raises, because a key edge could not be set exactly."""
+    above ``SCALE_TOLERANCE`` (softcapping, ALiBi, ...) raises, because a key edge could not be set exactly.
+
+    >>> from interp.models import load_model
+    >>> attention_layout(load_model("tiny-llama", device="cpu"))
+    AttentionLayout(n_layers=2, n_heads=4, n_kv_heads=4, d_head=16, rotary=True, scales=(0.25, 0.25))
+    """
     cfg = model.cfg
     rotary = getattr(cfg, "positional_embedding_type", None) == "rotary" and get_act_name("rot_k", 0) in model.hook_dict
     probe = AttentionLayout(cfg.n_layers, cfg.n_heads, 1, cfg.d_head, rotary, ())
@@ -147,12 +152,20 @@ def _check_indices(values: Sequence[int] | None, count: int, name: str, what: st
 
 
 def check_layers(layers: Sequence[int] | None, n_layers: int, name: str = "layers") -> tuple[int, ...]:
-    """``layers`` sorted and checked against the model (``None`` = all)."""
+    """``layers`` sorted and checked against the model (``None`` = all).
+
+    >>> check_layers([3, 1, 3], n_layers=4), check_layers(None, n_layers=2)
+    ((1, 3), (0, 1))
+    """
     return _check_indices(layers, n_layers, name, "layer")
 
 
 def check_heads(heads: Sequence[int] | None, n_heads: int, name: str = "heads") -> tuple[int, ...]:
-    """Query ``heads`` sorted and checked against the model (``None`` = all)."""
+    """Query ``heads`` sorted and checked against the model (``None`` = all).
+
+    >>> check_heads([2, 0], n_heads=4)
+    (0, 2)
+    """
     return _check_indices(heads, n_heads, name, "query head")
 
 
@@ -189,7 +202,16 @@ def _gather_positions(acts: Float[Tensor, "batch pos kv_head d_head"], positions
 def capture_source_hooks(layout: AttentionLayout, positions: Int[Tensor, "batch source"], layers: Sequence[int] | None = None,
                          counter: HookCounter | None = None) -> tuple[list[Hook], SourceActivations]:
     """Hooks that store the keys and values at ``positions`` in ``layers`` (default all) into the returned
-    (still empty) :class:`SourceActivations` while the forward they are passed to runs."""
+    (still empty) :class:`SourceActivations` while the forward they are passed to runs.
+
+    >>> import torch
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-gpt2", device="cpu")
+    >>> hooks, store = capture_source_hooks(attention_layout(model), torch.tensor([[0, 2]]), layers=[1])
+    >>> _ = model.run_with_hooks(torch.arange(5)[None], fwd_hooks=hooks)
+    >>> tuple(store.keys[1].shape), sorted(store.values)   # [batch, source, kv_head, d_head]
+    ((1, 2, 4, 16), [1])
+    """
     store = SourceActivations(positions.long())
 
     def keeper(table: dict[int, Tensor], layer: int):
@@ -235,7 +257,12 @@ def cut(edges: Edges, layers: Sequence[int] | None = None, heads: Sequence[int] 
     In compatibility mode TransformerLens folds the value bias into the output bias, so ``hook_v`` is ``W_V x``
     and the cut removes that; the paper's code zeroes the full Hugging Face value, ``W_V x + b_V``, which for
     models with value biases (GPT-2, Qwen2) also removes ``A[t, s] b_V``. Replacing a value by another run's
-    (a value edge) is the same either way: the bias cancels."""
+    (a value edge) is the same either way: the bias cancels.
+
+    >>> patch = cut(Edges.shared(query=[2, 3], source=[1, 2], batch=1), layers=[0])
+    >>> patch.kind, patch.replacement, patch.layers, patch.heads
+    ('value', None, (0,), None)
+    """
     return EdgePatch("value", edges, None, None if layers is None else tuple(layers), None if heads is None else tuple(heads))
 
 

@@ -18,7 +18,11 @@ from interp.interventions.edges.patching import check_heads, check_layers
 
 
 def model_shape(name_or_path: str) -> ModelShape | None:
-    """The shape of a model known to ``interp.models.load_model``, read without loading its weights."""
+    """The shape of a model known to ``interp.models.load_model``, read without loading its weights.
+
+    >>> model_shape("tiny-gpt2")
+    ModelShape(n_layers=2, n_heads=4, n_ctx=512, d_model=None, vocab_size=None, n_params=None)
+    """
     name = ALIASES.get(name_or_path.lower(), name_or_path)
     if name in TINY_MODELS:
         tiny = TinyModelConfig()
@@ -34,7 +38,15 @@ def model_shape(name_or_path: str) -> ModelShape | None:
 
 def check_request(shape: ModelShape, lengths: Sequence[int], n_shots: int, bos: bool,
                   layers: Sequence[int] | None, heads: Sequence[int] | None, fmt: str = "few-shot") -> None:
-    """Raise ``ValueError`` naming the argument when the request does not fit the model."""
+    """Raise ``ValueError`` naming the argument when the request does not fit the model.
+
+    >>> shape = model_shape("tiny-gpt2")
+    >>> check_request(shape, lengths=[5], n_shots=11, bos=True, layers=[1], heads=None) is None
+    True
+    >>> check_request(shape, lengths=[5], n_shots=11, bos=True, layers=[2], heads=None)
+    Traceback (most recent call last):
+    ValueError: --layers: layer(s) [2] out of range; the model has layers 0-1
+    """
     check_layers(layers, shape.n_layers, "--layers")
     check_heads(heads, shape.n_heads, "--heads")
     longest = max(lengths)

