@@ -21,7 +21,7 @@ from interp.core.tables import to_markdown, write_table
 from interp.data.paper_files import PaperData
 from interp.experiments import (ABLATION_COLUMNS, ABLATION_ROW_SHAPE, AblationConfig, ablation_study, ablation_summary,
                                 check_ablation_inputs, study_head_scores)
-from interp.experiments.head_ablation import SELECTABLE_SCORES
+from interp.experiments.ablation_setup import SELECTABLE_SCORES
 from interp.interventions.ablation import ABLATION_KINDS
 
 

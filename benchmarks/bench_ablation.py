@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from interp.cli import Parser, positive_int, run
-from interp.experiments.head_ablation import AblationConfig, ablation_study
+from interp.experiments import AblationConfig, ablation_study
 from interp.measure.head_scores import score_heads
 from interp.models import load_model
 

@@ -70,7 +70,7 @@ def test_bad_arguments_are_refused_before_any_model_work(script, argv, fragment,
     ("ablate_heads", ["--adapter", "ub"], "--adapter: "),
 ])
 def test_what_only_the_model_can_tell_is_refused_before_scoring(script, argv, fragment, capsys, monkeypatch, tmp_path):
-    import interp.experiments.head_ablation as study
+    import interp.experiments.ablation_setup as study
 
     def no_scoring(*args, **kwargs):
         raise AssertionError("scoring started before the arguments were checked")

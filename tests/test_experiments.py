@@ -159,12 +159,13 @@ def test_dataclass_rows_are_written_by_their_fields(tmp_path):
 
     from interp.experiments import DIRECTIONAL_COLUMNS, DirectionalRow
 
-    rows = [DirectionalRow("m", "UF", 5, "plain", 4, 0.5, 0.25, -1.5, 0.75, 2, "interp", 0),
+    rows = [DirectionalRow("m", "UF", 5, "plain", 4, 0.5, stderr=0.25, ci_low=0.15, ci_high=0.85, mean_logprob=-1.5,
+                           token_accuracy=0.75, n_shots=2, protocol="interp", seed=0),
             DirectionalRow("m", "UF", 70, None, 0, None, note="too long")]
     write_table(rows, tmp_path / "typed")
     write_table([asdict(r) for r in rows], tmp_path / "plain", DIRECTIONAL_COLUMNS)
     assert (tmp_path / "typed.csv").read_text() == (tmp_path / "plain.csv").read_text()
-    assert (tmp_path / "typed.csv").read_text().splitlines()[2] == "m,UF,70,,0,,,,,,,,too long"
+    assert (tmp_path / "typed.csv").read_text().splitlines()[2] == "m,UF,70,,0,,,,,,,,,,too long"
     assert read_csv(tmp_path / "typed.csv")[0]["accuracy"] == 0.5
 
 
