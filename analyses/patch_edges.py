@@ -16,7 +16,7 @@ it has one). Writes results/edge_patching_<model>.{csv,json,md} and the sweep's 
 (the model's name carries its adapter, e.g. smollm2-135m+ub; single-shot runs end in _single-shot). A killed run started again with the same arguments
 resumes from its finished cells. Accuracy carries its binomial s.e. and Wilson 95% interval; the copy's mean
 log-prob (the negative of the paper's loss) its mean ± s.e. Tables written with the earlier columns (n, loss,
-accuracy_lo/hi) are rewritten by ``python -m interp.experiments.edge_study upgrade FILE.csv``.
+accuracy_lo/hi) are rewritten by ``python -m interp.experiments.edge_tables upgrade FILE.csv``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from interp.cli import (Parser, add_model_args, add_output_args, fail, index_lis
 from interp.core.journal import RowJournal
 from interp.core.naming import model_name, result_stem
 from interp.core.tables import to_markdown, write_table
-from interp.experiments.edge_study import (CI_NOTE, EDGE_ROW_SHAPE, EdgeStudyConfig, claim_summary, edge_study,
+from interp.experiments.edge_tables import CI_NOTE
+from interp.experiments.edge_study import (EDGE_ROW_SHAPE, EdgeStudyConfig, claim_summary, edge_study,
                                            summary_table, sweep_summary)
 from interp.interventions.edges.data import FORMATS, TASKS, check_length
 from interp.interventions.edges.preflight import check_request, model_shape

@@ -9,7 +9,8 @@ import torch
 
 from interp.core.stats import binomial_stderr, wilson_interval
 from interp.core.tables import read_csv, write_table
-from interp.experiments.edge_study import copy_scores, main as edge_study_main, upgrade_table
+from interp.experiments.edge_study import copy_scores
+from interp.experiments.edge_tables import main as edge_tables_main, upgrade_table
 from interp.measure.teacher_forcing import Accuracy, AnswerScores
 
 
@@ -48,7 +49,7 @@ def test_upgrade_rewrites_old_tables_and_keeps_their_metadata(tmp_path, capsys):
               "delta_accuracy": -0.5, "delta_loss": 1.5, "heads": "all"}]
     write_table(old, tmp_path / "edge_patching_m", metadata={"model": "m", "ci": "accuracy: Wilson 95%"})
     write_table(sweep, tmp_path / "edge_patching_layers_m", formats=("csv",))
-    assert edge_study_main(["upgrade", str(tmp_path / "edge_patching_m.csv"), str(tmp_path / "edge_patching_layers_m.csv")]) == 0
+    assert edge_tables_main(["upgrade", str(tmp_path / "edge_patching_m.csv"), str(tmp_path / "edge_patching_layers_m.csv")]) == 0
     rows = read_csv(tmp_path / "edge_patching_m.csv")
     assert list(rows[1])[4:11] == ["n_examples", "accuracy", "stderr", "ci_low", "ci_high", "mean_logprob", "token_accuracy"]
     assert rows[1]["n_examples"] == 32 and rows[1]["accuracy"] == 0.03125 and rows[1]["mean_logprob"] == -1.25
@@ -62,6 +63,6 @@ def test_upgrade_rewrites_old_tables_and_keeps_their_metadata(tmp_path, capsys):
     before = (tmp_path / "edge_patching_m.csv").read_bytes()
     upgrade_table(tmp_path / "edge_patching_m.csv")
     assert (tmp_path / "edge_patching_m.csv").read_bytes() == before  # upgrading twice changes nothing
-    assert edge_study_main(["upgrade", str(tmp_path / "missing.csv")]) == 2
-    assert edge_study_main([]) == 2
+    assert edge_tables_main(["upgrade", str(tmp_path / "missing.csv")]) == 2
+    assert edge_tables_main([]) == 2
     assert capsys.readouterr().err.strip().splitlines()[0].startswith("error: results file")

@@ -15,7 +15,8 @@ from interp.interventions.edges import EdgePatch, Edges, attention_layout, captu
 from interp.interventions.edges.branching import branch, run_branched
 from interp.figures.edges import edge_figures, edge_layer_figure, edge_patching_figure
 from interp.interventions.edges.reference import ReferencePatch, reference_run
-from interp.experiments.edge_study import CONDITIONS, Branch, EdgeStudyConfig, branch_logits, edge_study, upgrade_row
+from interp.experiments.edge_study import CONDITIONS, Branch, EdgeStudyConfig, branch_logits, edge_study
+from interp.experiments.edge_tables import upgrade_row
 from interp.core.stats import binomial_stderr, mean_and_sem, wilson_interval
 from interp.models import bridge_from_hf, tiny_tokenizer
 from interp.core.tables import read_csv
@@ -339,7 +340,7 @@ def test_figures_draw_every_condition():
     assert len(fig.data) == 4 and fig.data[0].y[0] == pytest.approx(0.2)
     with pytest.raises(ValueError, match="lacks column"):
         edge_patching_figure([{"model": "m"}])
-    with pytest.raises(ValueError, match="edge_study upgrade"):
+    with pytest.raises(ValueError, match="edge_tables upgrade"):
         edge_patching_figure([_old_columns(rows[0])])
 
 

@@ -35,7 +35,7 @@ def _check(rows: Rows, columns: Sequence[str], source: str) -> None:
         raise ValueError(f"{source}: no rows to plot")
     missing = [c for c in columns if c not in rows[0]]
     if missing:
-        hint = (" (a table with the earlier columns: rewrite it with `python -m interp.experiments.edge_study upgrade "
+        hint = (" (a table with the earlier columns: rewrite it with `python -m interp.experiments.edge_tables upgrade "
                 f"{source}`)" if "loss" in rows[0] or "delta_loss" in rows[0] else "")
         raise ValueError(f"{source} lacks column(s) {missing}; it has {sorted(rows[0])}{hint}")
     unknown = {str(r.get("condition", r.get("edge"))) for r in rows} - set(CONDITION_LABELS)
