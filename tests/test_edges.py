@@ -366,7 +366,7 @@ def test_embedded_model_batched_equals_reference(embedded):
 
 
 def test_layer_and_head_choices_are_checked_against_the_model():
-    from interp.interventions.edges.patching import check_heads, check_layers
+    from interp.interventions.edges.layout import check_heads, check_layers
 
     assert check_layers([3, 1, 3], 4) == (1, 3) and check_heads(None, 3) == (0, 1, 2)
     with pytest.raises(ValueError, match=r"--heads: query head\(s\) \[5\] out of range; the model has query heads 0-3"):

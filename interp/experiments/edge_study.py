@@ -33,8 +33,8 @@ from interp.core.naming import CONDITION_LABELS
 from interp.core.stats import mean_and_sem
 from interp.interventions.edges.branching import BranchedTokens, branch, logits_from_hook, run_branched
 from interp.interventions.edges.data import DEFAULT_SHOTS, TASKS, CopyingPrompts, check_format, check_length, check_task, copying_prompts
-from interp.interventions.edges.patching import (AttentionLayout, EdgePatch, Edges, attention_layout, capture_source_hooks, check_heads, check_layers,
-                       cut, edge_patch_hooks)
+from interp.interventions.edges.layout import AttentionLayout, attention_layout, check_heads, check_layers
+from interp.interventions.edges.patching import EdgePatch, Edges, capture_source_hooks, cut, edge_patch_hooks
 from interp.measure.teacher_forcing import Accuracy, AnswerScores, score_answer
 from interp.prompts import AnswerEnd
 from interp.models.bridge import TransformerBridge

@@ -28,7 +28,7 @@ from interp.core.lm import HookedModel
 from interp.interventions.ablation import ABLATION_KINDS, AblationKind, HeadMeans
 from interp.measure.batching import Hook, in_input_order, pad_token_id, padded_batches
 from interp.models.bridge import TransformerBridge, act_name
-from interp.interventions.edges.patching import AttentionLayout, attention_layout
+from interp.interventions.edges.layout import AttentionLayout, attention_layout
 from interp.core.heads import Head
 from interp.prompts import EncodedPrompt
 from interp.interventions.qk_fix import hook_names, qk_corrections

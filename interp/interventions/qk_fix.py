@@ -38,7 +38,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from interp.models.bridge import TransformerBridge, act_name, apply_rotary, rotary_hook_names
-from interp.interventions.edges.patching import AttentionLayout
+from interp.interventions.edges.layout import AttentionLayout
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def hook_names(layout: AttentionLayout) -> tuple[list[str], list[str]]:
     """The hooks the fix needs: patterns (values and gradients) and, values only, the clean
     scores, queries, keys, normalisation scales and rotary tables of every layer.
 
-    >>> from interp.interventions.edges.patching import attention_layout
+    >>> from interp.interventions.edges.layout import attention_layout
     >>> from interp.models import load_model
     >>> patterns, kept = hook_names(attention_layout(load_model("tiny-llama", device="cpu")))
     >>> patterns

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from interp.models import ALIASES, EMBEDDED_MODEL, TINY_MODELS, TinyModelConfig, embedded_cache_path, local_checkpoint
 from interp.models.shape import ModelShape
 from interp.interventions.edges.data import prompt_length
-from interp.interventions.edges.patching import check_heads, check_layers
+from interp.interventions.edges.layout import check_heads, check_layers
 
 
 
