@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from interp.cli import Parser, existing_dir, name_list
+from interp.cli.argtypes import existing_dir, name_list
+from interp.cli.parser import Parser
 from interp.models.paper.installer import OFFLINE_MODELS, QWEN_CODER_1_5B, PaperModel, install, installed_folder
 from interp.models.paper.wheels import ChecksumError, WheelDownloadError
 

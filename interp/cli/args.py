@@ -1,0 +1,176 @@
+"""The arguments scripts share (model, output, prompt format, examples' source) and what a script
+makes of them once parsed: the prompt config, the source, the model, where its table goes, and
+which argument a failed input check is about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from interp.cli.argtypes import non_negative_int, writable_dir
+from interp.cli.parser import ArgumentParser, Namespace, Parser, fail  # noqa: F401 (Parser: the examples build one)
+from interp.core.naming import EMBEDDED_MODEL, result_stem
+
+
+def add_model_args(parser: ArgumentParser) -> None:
+    """``--model``, ``--device``, ``--dtype``, ``--device-map`` and ``--adapter``.
+
+    >>> parser = Parser()
+    >>> add_model_args(parser)
+    >>> parser.parse_args(["--model", "tiny-gpt2", "--device", "cpu"])
+    Namespace(model='tiny-gpt2', device='cpu', dtype=None, device_map=None, adapter=None)
+    """
+    parser.add_argument("--model", default=EMBEDDED_MODEL,
+                        help="model name or local checkpoint folder (default: the embedded SmolLM2-135M)")
+    parser.add_argument("--device", default="auto", help="'auto' (CUDA when present), 'cpu', 'cuda', 'cuda:1'")
+    parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
+                        help="weights dtype (default float32)")
+    parser.add_argument("--device-map", default=None, help="accelerate device_map, e.g. 'auto', to split a large model")
+    parser.add_argument("--adapter", default=None,
+                        help="LoRA adapter: a name under adapters/ (e.g. 'ub') or a folder")
+
+
+def add_output_args(parser: ArgumentParser, default_dir: str = "results") -> None:
+    """``--out`` (a folder checked writable while parsing) and ``--quiet``.
+
+    >>> import tempfile
+    >>> parser = Parser()
+    >>> add_output_args(parser)
+    >>> args = parser.parse_args(["--out", tempfile.mkdtemp(), "--quiet"])
+    >>> args.out.is_dir(), args.quiet
+    (True, True)
+    """
+    parser.add_argument("--out", type=writable_dir, default=default_dir, help=f"output folder (default: {default_dir})")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def add_prompt_args(parser: ArgumentParser, shots: int = 5) -> None:
+    """``--shots``, ``--protocol`` and ``--template``; read them with :func:`prompt_config_from_args`.
+
+    >>> parser = Parser()
+    >>> add_prompt_args(parser)
+    >>> parser.parse_args([])
+    Namespace(shots=5, protocol='interp', template=None)
+    """
+    from interp.prompts import ALL_TEMPLATES, PROTOCOLS
+
+    parser.add_argument("--shots", type=non_negative_int, default=shots,
+                        help=f"in-context demonstrations per prompt (default: {shots})")
+    parser.add_argument("--protocol", default="interp", choices=PROTOCOLS,
+                        help="'interp' (default: fresh demonstrations, BOS as the tokenizer does, the answer must end its "
+                             "line) or 'paper' (the paper's templates, 4 shown demonstrations after an explanation block "
+                             "for retrieval, answers ending at <eos> for copying, no BOS)")
+    parser.add_argument("--template", default=None, choices=ALL_TEMPLATES,
+                        help="prompt wording (default: bare; under --protocol paper the first of the family's templates)")
+
+
+def prompt_config_from_args(parser: ArgumentParser, args: Namespace, tasks: Sequence[str] = ()):
+    """The :class:`interp.prompts.PromptConfig` of ``--shots`` / ``--protocol`` / ``--template``;
+    with ``tasks``, a template that does not apply to one of them is refused here, by name.
+
+    >>> parser = Parser()
+    >>> add_prompt_args(parser)
+    >>> prompt_config_from_args(parser, parser.parse_args(["--shots", "3"]), tasks=["UF"])
+    PromptConfig(n_shots=3, template=None, demo_length=None, prepend_bos=None, protocol='interp')
+    """
+    from interp.data.tasks import get_task
+    from interp.prompts import PromptConfig
+
+    try:
+        if args.protocol == "paper":
+            config = PromptConfig.paper(args.template, args.shots)
+        else:
+            config = PromptConfig(n_shots=args.shots, template=args.template)
+    except ValueError as err:
+        fail(parser, "--template" if "template" in str(err) else "--shots", str(err))
+    for task in tasks:
+        try:
+            config.template_for(get_task(task).family)
+        except ValueError as err:
+            fail(parser, "--template", f"{err} (task {get_task(task).name})")
+    return config
+
+
+def add_source_args(parser: ArgumentParser) -> None:
+    """``--data`` (the paper's JSONL files) and ``--repeats``; read them with :func:`source_from_args`.
+
+    >>> parser = Parser()
+    >>> add_source_args(parser)
+    >>> parser.parse_args(["--repeats", "sparse"])
+    Namespace(data=None, repeats='sparse')
+    """
+    from interp.data.tasks import REPEATS
+
+    parser.add_argument("--data", action="append", default=None, metavar="FILE",
+                        help="evaluate the records of the paper's JSONL file(s) instead of generated examples "
+                             "(repeatable; lengths then come from the files)")
+    parser.add_argument("--repeats", default="pool", choices=REPEATS,
+                        help="non-unique copying strings: 'pool' (length//3 items, each at least twice; the paper's "
+                             "generator) or 'sparse' (draws with replacement, one repeat forced; like the paper's "
+                             "files at lengths 10 and 20)")
+
+
+def source_from_args(parser: ArgumentParser, args: Namespace, tasks):
+    """The examples' source: the paper's files of ``--data`` (records of ``tasks``), else the generator.
+
+    >>> parser = Parser()
+    >>> add_source_args(parser)
+    >>> source_from_args(parser, parser.parse_args([]), ["UF"])
+    Generated(vocabulary=None, repeats='pool')
+    """
+    from interp.data.paper_files import Generated, read_paper_jsonl
+
+    if not args.data:
+        return Generated(repeats=args.repeats)
+    try:
+        return read_paper_jsonl(args.data, tasks)
+    except (ValueError, FileNotFoundError) as err:
+        fail(parser, "--data", str(err).removeprefix("--data: "))
+
+
+def input_error_argument(message: str, args: Namespace) -> str:
+    """The argument a failed input check (context, vocabulary, data, ``k``) is about: what the user
+    chose, not always ``--lengths`` (with ``--data`` the lengths come from the files).
+
+    >>> input_error_argument("length 9000 is past the model's context", Namespace(data=["uf.jsonl"]))
+    '--data'
+    >>> input_error_argument("k=12 is more than the model's 9 heads", Namespace(data=None))
+    '--k'
+    """
+    if message.startswith("k="):
+        return "--k"
+    if message.startswith("--n ") or "--n " in message.partition(":")[0]:
+        return "--n"
+    if getattr(args, "data", None):
+        return "--data"
+    if "template" in message:
+        return "--template"
+    return "--lengths"
+
+
+def load_model_from_args(args: Namespace):
+    """The model the common arguments describe (with its adapter, when one is named).
+
+    >>> args = Namespace(model="tiny-gpt2", device="cpu", dtype=None, device_map=None, adapter=None)
+    >>> load_model_from_args(args).cfg.n_layers
+    2
+    """
+    from interp.models import load_model
+
+    kwargs = dict(device=None if args.device_map else args.device, dtype=args.dtype, device_map=args.device_map)
+    if getattr(args, "adapter", None):
+        kwargs["adapter"] = args.adapter
+    return load_model(args.model, **kwargs)
+
+
+def result_stem_from_args(args: Namespace, kind: str, variant: str | Sequence[str] = ()) -> Path:
+    """Where a script writes its ``kind`` of table: :func:`interp.core.naming.result_stem` under
+    ``args.out`` for the run's model, adapter and dtype.
+
+    >>> result_stem_from_args(Namespace(out=Path("results"), model="smollm2", adapter="ub", dtype="bfloat16"),
+    ...                       "ablation").as_posix()
+    'results/ablation_smollm2-135m+ub_bfloat16'
+    """
+    return result_stem(args.out, kind, args.model, adapter=getattr(args, "adapter", None),
+                       dtype=getattr(args, "dtype", None), variant=variant)
