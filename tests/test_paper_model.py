@@ -1,5 +1,5 @@
 """The paper-family model offline (interp.models.paper) and the lean load path (interp.models.lean,
-interp.models.bridge): an empty model filled from its files equals a loaded model processed whole."""
+the interp.models.bridge package): an empty model filled from its files equals a loaded model processed whole."""
 
 import hashlib
 import json
