@@ -13,81 +13,42 @@ at lr 1e-3, stopping a task early once it is perfect in distribution (as the pap
 ``quick`` is a smoke test for CI.
 
 Format: the zero-shot lines of ``interp.prompts`` (``<bos> x1 .. xn : y1 .. yn <eos>`` and
-`` x1 .. | q: a``), with a BOS token first. Items are single tokens of a word-level tokenizer built
-here: the 62 characters a-z A-Z 0-9 and, when a preset needs more distinct items (unique copying
-at length 150), two-letter items ``aa, ab, ...``, so unique tasks are never capped below the test
-lengths. Retrieval uses a small vocabulary (10 items; the paper used 5). The tokenizer drops the
-colon after a retrieval query so that, as in the paper's format, the answer is predicted at the
-query token; with the colon, a 2-layer model needed far longer to learn even UL.
+`` x1 .. | q: a``), with a BOS token first. Items are single tokens of a word-level tokenizer
+(``interp.experiments.scratch_vocab``): the 62 characters a-z A-Z 0-9 and, when a preset needs more
+distinct items (unique copying at length 150), two-letter items ``aa, ab, ...``, so unique tasks are
+never capped below the test lengths. Retrieval uses a small vocabulary (10 items; the paper used 5).
+The tokenizer drops the colon after a retrieval query so that, as in the paper's format, the answer
+is predicted at the query token; with the colon, a 2-layer model needed far longer to learn even UL.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, get_args
 
 import torch
 
-from interp.data.tasks import ALNUM, LETTERS, TASKS, TaskSpec, generate_example, get_task
+from interp.data.tasks import TASKS, TaskSpec, generate_example, get_task
+from interp.experiments.scratch_rows import SCRATCH_COLUMNS, ScratchRow, ScratchVerdictRow, verdict
+from interp.experiments.scratch_vocab import SPECIAL_TOKENS, STRUCTURE_TOKENS, scratch_items, scratch_tokenizer
 from interp.models import TinyModelConfig, tiny_hf_model
 from interp.prompts import PromptConfig, build_prompts, encode_prompts
 from interp.training import TrainConfig, TrainResult, evaluate_lengths, train
 from interp.training.run_timing import RunTimer
 
+__all__ = [
+    "POSITIONALS", "PRESETS", "PROMPTS", "SCRATCH_COLUMNS", "SPECIAL_TOKENS", "STRUCTURE_TOKENS", "FittedModel",
+    "Positional", "ScratchConfig", "ScratchRow", "ScratchVerdictRow", "fit", "score_bins", "scratch_items",
+    "scratch_tokenizer", "spread", "train_one", "train_table", "usable_lengths", "verdict",
+]
+
 logger = logging.getLogger(__name__)
 
 Positional = Literal["absolute", "rope"]
 POSITIONALS: tuple[str, ...] = get_args(Positional)
-STRUCTURE_TOKENS = ("<bos>", " <eos>", " :", ":", " |", "\n", "\n\n")
-SPECIAL_TOKENS = {"bos": "<s>", "eos": "</s>", "pad": "<pad>", "unk": "<unk>"}
-
-
-# --------------------------------------------------------------------------- vocabulary
-
-
-def scratch_items(n_items: int) -> tuple[str, ...]:
-    """``n_items`` distinct items: a-z A-Z 0-9, then two-letter items."""
-    if n_items < 3:
-        raise ValueError(f"n_items={n_items} must be >= 3")
-    pairs = ("".join(p) for p in itertools.product(LETTERS, repeat=2))
-    items = tuple(itertools.islice(itertools.chain(ALNUM, pairs), n_items))
-    if len(items) < n_items:
-        raise ValueError(f"at most {len(items)} items are available, asked for {n_items}")
-    return items
-
-
-def scratch_tokenizer(items: Sequence[str], drop_query_colon: bool = True):
-    """A word-level tokenizer in which every ``" " + item`` and every piece of the prompt
-    formats (``<bos>``, ``" :"``, ``" |"``, ``" <eos>"``, newlines) is one token.
-
-    A byte-level BPE would spend most of a small model's vocabulary and capacity on text that never
-    occurs; here the vocabulary is exactly what the tasks use, plus ``<unk>`` for anything else.
-
-    ``drop_query_colon``: the ``":"`` glued to a retrieval query (``" x y | q:"``) is dropped, so
-    the answer is predicted at the query token itself, as in the paper's from-scratch format
-    (``[bos] context [sep] query answer``). With the colon the model needs one more hop (from ``:``
-    back to the query) before it can search, which slows learning from scratch a lot."""
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    specials = [SPECIAL_TOKENS[k] for k in ("pad", "bos", "eos", "unk")]
-    pieces = specials + list(STRUCTURE_TOKENS) + [" " + item for item in items]
-    vocab = {piece: i for i, piece in enumerate(dict.fromkeys(pieces))}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=SPECIAL_TOKENS["unk"]))
-    # Pieces: newline runs, <tags> with an optional leading space, alphanumeric words with an
-    # optional leading space, and single punctuation marks with an optional leading space.
-    if drop_query_colon:
-        tok.normalizer = normalizers.Replace(Regex(r"(?<=[A-Za-z0-9]):"), "")
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"\n+| ?<[a-z/]+>| ?[A-Za-z0-9]+| ?[^\sA-Za-z0-9]|\s"),
-                                             behavior="isolated")
-    tok.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=SPECIAL_TOKENS["bos"],
-                                   eos_token=SPECIAL_TOKENS["eos"], pad_token=SPECIAL_TOKENS["pad"],
-                                   unk_token=SPECIAL_TOKENS["unk"])
 
 
 # --------------------------------------------------------------------------- configuration
@@ -151,7 +112,11 @@ PRESETS: dict[str, ScratchConfig] = {
 
 
 def usable_lengths(spec: TaskSpec, lengths: Sequence[int], vocabulary: Sequence[str]) -> tuple[int, ...]:
-    """The lengths at which ``spec`` can be generated (retrieval needs a few positions at least)."""
+    """The lengths at which ``spec`` can be generated (retrieval needs a few positions at least).
+
+    >>> usable_lengths(get_task("NLLast"), range(1, 10), scratch_items(62))
+    (7, 8, 9)
+    """
     kept = []
     for n in lengths:
         try:
@@ -163,7 +128,11 @@ def usable_lengths(spec: TaskSpec, lengths: Sequence[int], vocabulary: Sequence[
 
 
 def spread(lo: int, hi: int, k: int) -> tuple[int, ...]:
-    """``k`` lengths spread evenly over ``[lo, hi]`` (both ends included)."""
+    """``k`` lengths spread evenly over ``[lo, hi]`` (both ends included).
+
+    >>> spread(21, 40, 4)
+    (21, 27, 34, 40)
+    """
     if k == 1 or lo == hi:
         return (hi,)
     return tuple(sorted({round(lo + i * (hi - lo) / (k - 1)) for i in range(k)}))
@@ -172,7 +141,7 @@ def spread(lo: int, hi: int, k: int) -> tuple[int, ...]:
 PROMPTS = PromptConfig(n_shots=0, prepend_bos=True)
 
 
-def max_sequence_tokens(spec: TaskSpec, length: int, tokenizer, vocabulary: Sequence[str]) -> int:
+def _max_sequence_tokens(spec: TaskSpec, length: int, tokenizer, vocabulary: Sequence[str]) -> int:
     """Tokens in a zero-shot training sequence of ``spec`` at ``length`` (prompt, answer, end)."""
     example = generate_example(spec, length, 0, vocabulary)
     prompt = build_prompts([example], PROMPTS, vocabulary=vocabulary)[0]
@@ -180,7 +149,7 @@ def max_sequence_tokens(spec: TaskSpec, length: int, tokenizer, vocabulary: Sequ
     return len(encoded.ids) + 1  # + the end marker
 
 
-def train_config(spec: TaskSpec, config: ScratchConfig, positional: Positional, max_position: int,
+def _train_config(spec: TaskSpec, config: ScratchConfig, positional: Positional, max_position: int,
                  vocabulary: Sequence[str]) -> TrainConfig:
     lo, hi = config.train_range
     train_lengths = usable_lengths(spec, range(lo, hi + 1), vocabulary)
@@ -198,7 +167,7 @@ def train_config(spec: TaskSpec, config: ScratchConfig, positional: Positional, 
     )
 
 
-def new_model(positional: Positional, config: ScratchConfig, tokenizer, n_ctx: int, seed: int):
+def _new_model(positional: Positional, config: ScratchConfig, tokenizer, n_ctx: int, seed: int):
     name = "tiny-gpt2" if positional == "absolute" else "tiny-llama"
     model, _ = tiny_hf_model(name, TinyModelConfig(n_layers=config.n_layers, n_heads=config.n_heads,
                                                    d_model=config.d_model, n_ctx=n_ctx, seed=seed,
@@ -210,11 +179,11 @@ def new_model(positional: Positional, config: ScratchConfig, tokenizer, n_ctx: i
     if positional == "absolute" and config.sinusoidal_init:
         with torch.no_grad():
             wpe = model.transformer.wpe.weight
-            wpe.copy_(sinusoids(wpe.shape[0], wpe.shape[1]) * model.config.initializer_range * 2**0.5)
+            wpe.copy_(_sinusoids(wpe.shape[0], wpe.shape[1]) * model.config.initializer_range * 2**0.5)
     return model
 
 
-def sinusoids(n_positions: int, d_model: int, base: float = 10_000.0) -> torch.Tensor:
+def _sinusoids(n_positions: int, d_model: int, base: float = 10_000.0) -> torch.Tensor:
     """Vaswani et al.'s table: a step of k positions is the same rotation at every position, so
     attention to "the previous token" is one pattern for all absolute positions (still learned
     afterwards). Scaled by the caller to the token embeddings' size."""
@@ -226,7 +195,7 @@ def sinusoids(n_positions: int, d_model: int, base: float = 10_000.0) -> torch.T
     return table
 
 
-def bins_for(config: ScratchConfig) -> list[tuple[str, tuple[int, int]]]:
+def _bins_for(config: ScratchConfig) -> list[tuple[str, tuple[int, int]]]:
     return [("id", config.train_range)] + [("ood", b) for b in config.test_bins]
 
 
@@ -246,63 +215,54 @@ def fit(task: str, positional: Positional, config: ScratchConfig, run_dir: Path 
         progress: bool = True, resume: bool = True) -> FittedModel:
     """Train a fresh model on ``task`` (resuming from ``run_dir``'s checkpoint when there is one).
 
-    >>> fitted = fit("UF", "absolute", PRESETS["quick"], progress=False)  # doctest: +SKIP
+    >>> tiny = replace(PRESETS["quick"], steps=2, eval_every=2, eval_examples=2, table_examples=4)
+    >>> fitted = fit("UF", "absolute", tiny, progress=False)
+    >>> fitted.result.final_step, fitted.items[:3], fitted.train_config.ood_lengths
+    (2, ('a', 'b', 'c'), (20,))
     """
     spec = get_task(task)
     if positional not in POSITIONALS:
         raise ValueError(f"positional={positional!r} must be one of {POSITIONALS}")
     items = scratch_items(config.n_items if spec.family == "copying" else config.retrieval_items)
     tokenizer = scratch_tokenizer(items)
-    longest = max_sequence_tokens(spec, config.longest, tokenizer, items) if usable_lengths(spec, (config.longest,), items) \
+    longest = _max_sequence_tokens(spec, config.longest, tokenizer, items) if usable_lengths(spec, (config.longest,), items) \
         else 2 * config.longest + 8
     n_ctx = longest + 8
-    cfg = train_config(spec, config, positional, n_ctx, items)
-    model = new_model(positional, config, tokenizer, n_ctx, config.seed)
+    cfg = _train_config(spec, config, positional, n_ctx, items)
+    model = _new_model(positional, config, tokenizer, n_ctx, config.seed)
     timer = RunTimer(run_dir if resume else None)
     result = train(model, tokenizer, cfg, run_dir, vocabulary=items, resume=resume, progress=progress,
                    on_step=timer.on_step(cfg.checkpoint_every, cfg.steps))
     return FittedModel(model, tokenizer, items, cfg, result, timer.finish(result.final_step))
 
 
-@dataclass(frozen=True)
-class ScratchRow:
-    """Exact match of one from-scratch model in one length bin (a row of ``from_scratch``)."""
-
-    task: str
-    positional: str
-    split: str  # id (the training lengths) or ood
-    lengths: str  # the bin, "lo-hi"
-    accuracy: float
-    expressible: bool
-    predicted: str
-    n_examples: int
-    steps: int
-    seconds: float  # wall time of the whole run, resumed parts included
-    cpu_seconds: float
-    timed_from_step: int | None
-
-
-SCRATCH_COLUMNS = [f.name for f in fields(ScratchRow)]
 
 
 def train_one(task: str, positional: Positional, config: ScratchConfig, run_dir: Path | None = None,
               progress: bool = True, resume: bool = True) -> tuple[list[ScratchRow], TrainResult]:
     """Train a fresh model on ``task`` and score it on every bin: rows for the table.
 
-    >>> rows, result = train_one("UL", "absolute", PRESETS["quick"], progress=False)  # doctest: +SKIP
-    >>> [row.split for row in rows]  # doctest: +SKIP
-    ['id', 'ood']
+    >>> tiny = replace(PRESETS["quick"], steps=2, eval_every=2, eval_examples=2, table_examples=4)
+    >>> rows, result = train_one("UL", "absolute", tiny, progress=False)
+    >>> [(row.split, row.lengths) for row in rows], result.final_step
+    ([('id', '1-10'), ('ood', '11-20')], 2)
     """
     fitted = fit(task, positional, config, run_dir, progress, resume)
     return score_bins(fitted, task, positional, config), fitted.result
 
 
 def score_bins(fitted: FittedModel, task: str, positional: Positional, config: ScratchConfig) -> list[ScratchRow]:
-    """Exact match of a fitted model in every bin of ``config`` (fresh examples, not the training evaluation's)."""
+    """Exact match of a fitted model in every bin of ``config`` (fresh examples, not the training evaluation's).
+
+    >>> tiny = replace(PRESETS["quick"], steps=2, eval_every=2, eval_examples=2, table_examples=4)
+    >>> rows = score_bins(fit("UB", "rope", tiny, progress=False), "UB", "rope", tiny)
+    >>> [(row.split, row.lengths, row.n_examples, row.predicted) for row in rows]
+    [('id', '1-10', 4, 'generalizes'), ('ood', '11-20', 4, 'generalizes')]
+    """
     spec, model, tokenizer, items, cfg, result = (get_task(task), fitted.model, fitted.tokenizer, fitted.items,
                                                    fitted.train_config, fitted.result)
     rows = []
-    for split, (lo, hi) in bins_for(config):
+    for split, (lo, hi) in _bins_for(config):
         lengths = usable_lengths(spec, spread(max(lo, 1), hi, config.lengths_per_bin), items)
         if not lengths:
             continue
@@ -338,7 +298,14 @@ def train_table(config: ScratchConfig, tasks: Sequence[str] | None = None,
 
     ``workers`` > 1 trains that many cells at once in separate processes: models this small do
     not speed up with more threads, so two single-threaded processes use two cores twice as well
-    as one process with two threads."""
+    as one process with two threads.
+
+    >>> tiny = replace(PRESETS["quick"], steps=2, eval_every=2, eval_examples=2, table_examples=4,
+    ...                threads=None)  # None: leave this process's torch threads as they are
+    >>> rows = train_table(tiny, tasks=["NF"], progress=False)
+    >>> [(row.task, row.split, row.predicted) for row in rows]
+    [('NF', 'id', 'fails OOD'), ('NF', 'ood', 'fails OOD')]
+    """
     if workers < 1:
         raise ValueError(f"workers={workers} must be >= 1")
     jobs = [(task, positional, config, run_root / f"{task}_{positional}" if run_root is not None else None,
@@ -355,42 +322,3 @@ def train_table(config: ScratchConfig, tasks: Sequence[str] | None = None,
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
         parts = list(tqdm(pool.map(_train_job, jobs), total=len(jobs), desc="from scratch", disable=not progress))
     return [row for part in parts for row in part]
-
-
-@dataclass(frozen=True)
-class ScratchVerdictRow:
-    """One task and encoding: accuracy per bin, the theory's prediction and what happened."""
-
-    task: str
-    positional: str
-    accuracies: tuple[tuple[str, float], ...]  # ("id 1-20", accuracy), ("ood 21-40", ...), ...
-    predicted: str
-    observed: str  # generalizes, fails OOD or not learned
-    agrees: bool | None  # None when not learned: the run says nothing about length generalization
-
-    def as_row(self) -> dict[str, object]:
-        """The table row: one column per bin."""
-        return {"task": self.task, "positional": self.positional, **dict(self.accuracies),
-                "predicted": self.predicted, "observed": self.observed, "agrees": self.agrees}
-
-
-def verdict(rows: Sequence[ScratchRow], threshold: float = 0.9) -> list[ScratchVerdictRow]:
-    """One row per task and encoding: accuracy per bin, the theory's prediction, what happened.
-
-    ``observed`` is "generalizes" (in-distribution and every OOD bin >= threshold), "fails OOD"
-    (learned in distribution, not beyond) or "not learned" (in-distribution accuracy below the
-    threshold: the run says nothing about length generalization, and ``agrees`` is None)."""
-    out = []
-    for task, positional in dict.fromkeys((r.task, r.positional) for r in rows):
-        mine = [r for r in rows if r.task == task and r.positional == positional]
-        iid = [r.accuracy for r in mine if r.split == "id"]
-        ood = [r.accuracy for r in mine if r.split == "ood"]
-        expressible = get_task(task).expressible
-        if not iid or iid[0] < threshold:
-            observed, agrees = "not learned", None
-        else:
-            observed = "generalizes" if ood and min(ood) >= threshold else "fails OOD"
-            agrees = (observed == "generalizes") == expressible
-        out.append(ScratchVerdictRow(task, positional, tuple((f"{r.split} {r.lengths}", r.accuracy) for r in mine),
-                                     "generalizes" if expressible else "fails OOD", observed, agrees))
-    return out

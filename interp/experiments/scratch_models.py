@@ -1,5 +1,5 @@
 """From-scratch models kept as checkpoints (``scratch-uf``, ``scratch-ub``): trained by
-:mod:`interp.experiments.from_scratch` with its default preset, saved as a Hugging Face folder with the word-level
+:mod:`interp.experiments.from_scratch` with its ``mechanism`` preset, saved as a Hugging Face folder with the word-level
 tokenizer, so that :func:`interp.models.load_model` and every analysis can use them."""
 
 from __future__ import annotations
@@ -28,7 +28,13 @@ TRAINED_COLUMNS = ["task", "positional", "split", "lengths", "accuracy", "n_exam
 
 def with_bos(tokenizer):
     """The tokenizer made to start every text with BOS, as the model was trained: analyses then
-    prompt it with BOS first (they follow what the model's own tokenizer does)."""
+    prompt it with BOS first (they follow what the model's own tokenizer does).
+
+    >>> from interp.experiments.scratch_vocab import scratch_items, scratch_tokenizer
+    >>> tokenizer = with_bos(scratch_tokenizer(scratch_items(3)))
+    >>> tokenizer.convert_ids_to_tokens(tokenizer.encode(" a b"))
+    ['<s>', ' a', ' b']
+    """
     from tokenizers.processors import TemplateProcessing
 
     bos = tokenizer.bos_token
@@ -37,7 +43,7 @@ def with_bos(tokenizer):
     return tokenizer
 
 
-def save_fitted(fitted: FittedModel, folder: Path, info: dict) -> Path:
+def _save_fitted(fitted: FittedModel, folder: Path, info: dict) -> Path:
     """Weights (safetensors), config, tokenizer and a README in ``folder``, renamed into place whole."""
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -46,7 +52,7 @@ def save_fitted(fitted: FittedModel, folder: Path, info: dict) -> Path:
         fitted.model.save_pretrained(staging)
         with_bos(fitted.tokenizer).save_pretrained(staging)
         (staging / "training_info.json").write_text(json.dumps(info, indent=1, default=str) + "\n")
-        (staging / "README.md").write_text(readme(folder.name, info))
+        (staging / "README.md").write_text(_readme(folder.name, info))
         os.chmod(staging, 0o755)
         if folder.exists():
             shutil.rmtree(folder)
@@ -57,7 +63,7 @@ def save_fitted(fitted: FittedModel, folder: Path, info: dict) -> Path:
     return folder
 
 
-def readme(name: str, info: dict) -> str:
+def _readme(name: str, info: dict) -> str:
     cfg = info["config"]
     lines = [
         f"# {name}: a transformer trained from scratch on {info['task']}", "",
@@ -89,5 +95,5 @@ def train_scratch_model(task: str, folder: Path, *, results_dir: Path = Path("re
             "rows": [asdict(row) for row in rows], "scoring": "zero-shot lines, answer must end with the line's end marker"}
     write_table(rows, result_stem(results_dir, "trained", name), TRAINED_COLUMNS,
                 metadata={k: v for k, v in info.items() if k != "rows"})
-    return save_fitted(fitted, folder, info)
+    return _save_fitted(fitted, folder, info)
 
