@@ -128,7 +128,7 @@ def convert_gguf_to_hf(gguf_path: Path, folder: Path, settings: ConversionConfig
     from accelerate import init_empty_weights
     from gguf import GGUFReader
     from safetensors.torch import save_file
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     gguf_path, folder = Path(gguf_path), Path(folder)
     reader = GGUFReader(gguf_path)
@@ -169,10 +169,17 @@ def convert_gguf_to_hf(gguf_path: Path, folder: Path, settings: ConversionConfig
     missing = sorted(set(expected) - set(weight_map) - tied)
     if missing:
         raise ValueError(f"{gguf_path.name} has no tensor for {len(missing)} weights of the model (first: {missing[0]})")
-    index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
-    (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
     config.dtype = settings.dtype
     config.architectures = [type(skeleton).__name__]  # as save_pretrained records it
+    _write_index_and_config(folder, gguf_path, config, weight_map, total)
+
+
+def _write_index_and_config(folder: Path, gguf_path: Path, config, weight_map: dict[str, str], total: int) -> None:
+    """The shards' index, the config, the generation config and the tokenizer beside the shards."""
+    from transformers import AutoTokenizer, GenerationConfig
+
+    index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
     config.save_pretrained(folder)
     GenerationConfig.from_model_config(config).save_pretrained(folder)
     AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name).save_pretrained(folder)
