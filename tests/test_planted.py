@@ -146,7 +146,7 @@ def test_edge_patching_separates_the_circuits(models):
     found = {}
     for name, task in (("planted-uf", "UF"), ("planted-ub", "UB")):
         rows, _ = edge_study(models[name], config.__class__(**{**config.__dict__, "tasks": (task,)}), progress=False)
-        found[task] = {row["condition"]: row["accuracy"] for row in rows}
+        found[task] = {row.condition: row.accuracy for row in rows}
     assert found["UF"]["none"] >= 0.99 and found["UB"]["none"] >= 0.99
     assert found["UF"]["induction"] <= 0.05 and found["UF"]["anti_induction"] >= 0.95  # key edges carry UF
     assert found["UB"]["anti_induction"] <= 0.05 and found["UB"]["induction"] >= 0.95  # value edges carry UB

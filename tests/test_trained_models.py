@@ -90,9 +90,9 @@ def test_single_shot_study_runs_and_rejects_extra_shots():
         EdgeStudyConfig(tasks=("UB",), lengths=(3,), n=2, n_shots=11, prompt_format="single-shot")
     config = EdgeStudyConfig(tasks=("UB",), lengths=(3,), n=2, n_shots=1, prompt_format="single-shot")
     rows, _ = edge_study(model, config, progress=False)
-    assert [r["condition"] for r in rows] == ["none", "induction", "anti_induction"]
-    assert all(r["format"] == "single-shot" and r["n_examples"] == 2 for r in rows)
-    assert len({round(r["mean_logprob"], 6) for r in rows}) == 3  # each patch changed the copy's log-prob
+    assert [r.condition for r in rows] == ["none", "induction", "anti_induction"]
+    assert all(r.format == "single-shot" and r.n_examples == 2 for r in rows)
+    assert len({round(r.mean_logprob, 6) for r in rows}) == 3  # each patch changed the copy's log-prob
 
 
 def test_patch_edges_script_refuses_shots_with_single_shot(capsys, tmp_path):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import torch
 from jaxtyping import Float, Int
@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 from interp.core.journal import RowJournal, RowShape
 from interp.core.naming import CONDITION_LABELS
 from interp.core.stats import mean_and_sem
+from interp.core.tables import as_mapping, row_from_mapping
 from interp.interventions.edges.branching import BranchedTokens, branch, logits_from_hook, run_branched
 from interp.interventions.edges.data import DEFAULT_SHOTS, TASKS, CopyingPrompts, check_format, check_length, check_task, copying_prompts
 from interp.interventions.edges.layout import AttentionLayout, attention_layout, check_heads, check_layers
@@ -185,23 +186,77 @@ def layers_label(layers: Sequence[int] | None) -> str:
     return "all" if layers is None else ";".join(map(str, layers))
 
 
+@dataclass(frozen=True)
+class EdgeRow:
+    """One condition of one (task, length) cell: the copy's exact match with its binomial standard error
+    and Wilson interval (:class:`~interp.measure.teacher_forcing.Accuracy`), and its mean log-prob."""
+
+    model: str
+    adapter: str | None
+    format: str
+    shots: int
+    seed: int
+    bos: bool
+    task: str
+    length: int
+    condition: str  # none, induction or anti_induction (edges removed)
+    n_examples: int
+    accuracy: float
+    stderr: float
+    ci_low: float
+    ci_high: float
+    mean_logprob: float
+    token_accuracy: float
+    mean_logprob_se: float
+    layers: str  # the patched layers ("all" or "0;5")
+    heads: str
+
+
+@dataclass(frozen=True)
+class EdgeSweepRow:
+    """One edge kind patched in one layer alone, on the sweep's prompts of a cell, with the change from
+    the clean continuation of the same prompts."""
+
+    model: str
+    adapter: str | None
+    format: str
+    shots: int
+    seed: int
+    bos: bool
+    task: str
+    length: int
+    edge: str  # induction or anti_induction
+    layer: int
+    n_examples: int
+    accuracy: float
+    stderr: float
+    ci_low: float
+    ci_high: float
+    mean_logprob: float
+    token_accuracy: float
+    mean_logprob_se: float
+    delta_accuracy: float
+    delta_mean_logprob: float
+    heads: str
+
+
 def _cell_rows(task: str, length: int, scores: Mapping[Branch, AnswerScores], config: EdgeStudyConfig,
-               meta: dict) -> tuple[list[dict], list[dict]]:
+               meta: dict) -> tuple[list[EdgeRow], list[EdgeSweepRow]]:
     """Table rows of one cell: one per condition, and one per (edge kind, layer) of the sweep."""
-    main, sweep = [], []
     cell = {**meta, "task": task, "length": length}
-    for condition in CONDITIONS:
-        row = cell | {"condition": condition} | branch_summary(scores[Branch(condition, config.layers)])
-        main.append(row | {"layers": layers_label(config.layers), "heads": layers_label(config.heads)})
+    heads = layers_label(config.heads)
+    main = [EdgeRow(**cell, condition=condition, **branch_summary(scores[Branch(condition, config.layers)]),
+                    layers=layers_label(config.layers), heads=heads) for condition in CONDITIONS]
+    sweep = []
     swept = sorted((spec for spec in scores if spec.sweep), key=lambda spec: (spec.condition, spec.layers))
     if swept:
         none, n = scores[Branch("none", config.layers)], len(scores[swept[0]])  # the sweep's prompts come first
         clean = Accuracy.of(AnswerScores(none.correct[:n], none.token_accuracy[:n], none.mean_logprob[:n]))
         for spec in swept:
-            row = cell | {"edge": spec.condition, "layer": spec.layers[0]} | branch_summary(scores[spec])
-            row |= {"delta_accuracy": row["accuracy"] - clean.accuracy,
-                    "delta_mean_logprob": row["mean_logprob"] - clean.mean_logprob, "heads": layers_label(config.heads)}
-            sweep.append(row)
+            summary = branch_summary(scores[spec])
+            sweep.append(EdgeSweepRow(**cell, edge=spec.condition, layer=spec.layers[0], **summary,
+                                      delta_accuracy=summary["accuracy"] - clean.accuracy,
+                                      delta_mean_logprob=summary["mean_logprob"] - clean.mean_logprob, heads=heads))
     return main, sweep
 
 
@@ -227,7 +282,7 @@ EDGE_ROW_SHAPE: RowShape = {"task": str, "length": int, "main": list, "sweep": l
 
 def edge_study(model: TransformerBridge, config: EdgeStudyConfig = EdgeStudyConfig(), *, model_label: str = "", adapter: str | None = None,
                progress: bool = True, journal: RowJournal | None = None,
-               layout: AttentionLayout | None = None) -> tuple[list[dict], list[dict]]:
+               layout: AttentionLayout | None = None) -> tuple[list[EdgeRow], list[EdgeSweepRow]]:
     """Run every (task, length) cell; returns (condition rows, per-layer sweep rows). With a
     ``journal`` each finished cell is recorded, and cells an earlier run finished are reused.
 
@@ -236,7 +291,7 @@ def edge_study(model: TransformerBridge, config: EdgeStudyConfig = EdgeStudyConf
         >>> model = load_model("tiny-llama", device="cpu")               # the paper's: load_model(), EdgeStudyConfig()
         >>> config = EdgeStudyConfig(tasks=("UF",), lengths=(3,), n=4, sweep_n=2)
         >>> rows, sweep_rows = edge_study(model, config, model_label="tiny-llama", progress=False)
-        >>> [row["condition"] for row in rows]
+        >>> [row.condition for row in rows]
         ['none', 'induction', 'anti_induction']
         >>> len(claim_summary(rows))
         1
@@ -254,7 +309,8 @@ def edge_study(model: TransformerBridge, config: EdgeStudyConfig = EdgeStudyConf
     with tqdm(total=len(cells) * config.n, desc="edge patching", disable=not progress, unit="prompt") as bar:
         for task, length in cells:
             if (task, length) in done:
-                main, sweep = done[(task, length)]["main"], done[(task, length)]["sweep"]
+                main = [row_from_mapping(EdgeRow, row) for row in done[(task, length)]["main"]]
+                sweep = [row_from_mapping(EdgeSweepRow, row) for row in done[(task, length)]["sweep"]]
                 bar.update(config.n)
             else:
                 prompts = copying_prompts(model.tokenizer, task, length, config.n, n_shots=config.n_shots,
@@ -262,13 +318,14 @@ def edge_study(model: TransformerBridge, config: EdgeStudyConfig = EdgeStudyConf
                 bar.set_postfix_str(f"{task} L={length}")
                 main, sweep = _cell_rows(task, length, _run_cell(model, layout, prompts, config, bar), config, meta)
                 if journal is not None:
-                    journal.add({"task": task, "length": length, "main": main, "sweep": sweep})
+                    journal.add({"task": task, "length": length, "main": [asdict(r) for r in main],
+                                 "sweep": [asdict(r) for r in sweep]})
             main_rows += main
             sweep_rows += sweep
     return main_rows, sweep_rows
 
 
-def summary_table(rows: Sequence[dict]) -> list[dict]:
+def summary_table(rows: Sequence[EdgeRow | Mapping]) -> list[dict]:
     """One line per (task, length): accuracy [95% CI] and mean log-prob +- s.e. per condition, for printing.
 
     >>> row = {"task": "UF", "length": 3, "n_examples": 4, "condition": "none", "accuracy": 0.5, "ci_low": 0.15,
@@ -276,6 +333,7 @@ def summary_table(rows: Sequence[dict]) -> list[dict]:
     >>> summary_table([row])[0]["acc none"]
     '0.50 [0.15, 0.85]'
     """
+    rows = [as_mapping(row) for row in rows]
     lines: dict[tuple, dict] = {}
     for row in rows:
         line = lines.setdefault((row["task"], row["length"]), {"task": row["task"], "L": row["length"], "n": row["n_examples"]})
@@ -286,7 +344,7 @@ def summary_table(rows: Sequence[dict]) -> list[dict]:
     return list(lines.values())
 
 
-def claim_summary(rows: Sequence[dict]) -> list[str]:
+def claim_summary(rows: Sequence[EdgeRow | Mapping]) -> list[str]:
     """One line per task: accuracy pooled over lengths under each condition, and the change from none.
 
     >>> rows = [{"task": "UF", "condition": c, "accuracy": a, "n_examples": 10}
@@ -294,6 +352,7 @@ def claim_summary(rows: Sequence[dict]) -> list[str]:
     >>> claim_summary(rows)[0].split("; ")[1]
     'induction edges removed 0.20 [0.06, 0.51] (-0.80)'
     """
+    rows = [as_mapping(row) for row in rows]
     pooled: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for row in rows:
         counts = pooled[(row["task"], row["condition"])]
@@ -312,7 +371,7 @@ def claim_summary(rows: Sequence[dict]) -> list[str]:
     return lines
 
 
-def sweep_summary(rows: Sequence[dict], top: int = 3) -> list[dict]:
+def sweep_summary(rows: Sequence[EdgeSweepRow | Mapping], top: int = 3) -> list[dict]:
     """Per (task, length, edge kind): the layers whose edges alone lower the copy's mean log-prob most.
 
     >>> rows = [{"task": "UF", "length": 5, "edge": "induction", "layer": layer, "n_examples": 2,
@@ -320,8 +379,8 @@ def sweep_summary(rows: Sequence[dict], top: int = 3) -> list[dict]:
     >>> sweep_summary(rows, top=2)[0]["top layers (Δ log-prob)"]
     '1 (-2.00), 0 (-0.10)'
     """
-    groups: dict[tuple, list[dict]] = defaultdict(list)
-    for row in rows:
+    groups: dict[tuple, list[Mapping]] = defaultdict(list)
+    for row in map(as_mapping, rows):
         groups[(row["task"], row["length"], row["edge"])].append(row)
     lines = []
     for (task, length, edge), group in groups.items():
