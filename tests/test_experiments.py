@@ -69,7 +69,7 @@ def test_ablation_changes_the_output(tiny_llama, study):
 
 def test_ablation_summary_cells():
     def row(condition: str, ablation: str, accuracy: float) -> AblationRow:
-        return AblationRow("m", condition, ablation, None, "UF", 10, 4, accuracy, accuracy - 0.5, None, "", condition)
+        return AblationRow("m", condition, ablation, None, "UF", 10, 4, accuracy, 0.0, 1.0, accuracy - 0.5, None, "", condition)
 
     summary = ablation_summary([row("baseline", "none", 0.5), row("random", "zero", 0.2), row("random", "zero", 0.4)])
     assert [s.as_row() for s in summary] == [{"condition": "baseline", "ablation": "none", "UF@10": "0.50 (+0.00)"},

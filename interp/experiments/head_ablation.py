@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 from interp.core.heads import Head, format_heads
 from interp.core.journal import NUMBER, OPTIONAL_NUMBER, RowJournal, RowShape
 from interp.core.naming import model_name
+from interp.core.stats import wilson_interval
 from interp.core.tables import row_from_mapping
 from interp.interventions.ablation import HeadMeans, ablation_hooks
 from interp.interventions.replay import CleanBatch, replay, run_clean
@@ -58,6 +59,8 @@ class AblationRow:
     length: int
     n_examples: int
     accuracy: float
+    ci_low: float  # 95% Wilson interval of the accuracy, as every accuracy of the toolkit
+    ci_high: float
     delta_accuracy: float  # accuracy minus the baseline's on the same prompts
     mean_logprob: float | None
     heads: str
@@ -148,7 +151,7 @@ def ablation_study(model: TransformerBridge, scores: HeadScores, config: Ablatio
 def cell_key(row: AblationRow) -> tuple:
     """What identifies a row's cell, so that a resumed study can find the cells a journal holds.
 
-    >>> row = AblationRow("m", "induction", "zero", None, "UF", 10, 30, 0.5, -0.25, -1.2, "1.3;1.2", "induction")
+    >>> row = AblationRow("m", "induction", "zero", None, "UF", 10, 30, 0.5, 0.33, 0.67, -0.25, -1.2, "1.3;1.2", "induction")
     >>> cell_key(row)
     ('induction', 'zero', None, 'UF', 10)
     """
@@ -156,17 +159,23 @@ def cell_key(row: AblationRow) -> tuple:
 
 
 def journal_rows(journal: RowJournal | None) -> list[AblationRow]:
-    """The rows an interrupted study finished (the change from the baseline is recomputed).
+    """The rows an interrupted study finished (a journal of an earlier version: the change from the
+    baseline left to be recomputed, the interval computed from the accuracy and n).
 
     >>> import tempfile
     >>> from pathlib import Path
-    >>> row = AblationRow("m", "baseline", "none", None, "UF", 10, 30, 0.5, 0.0, -1.2, "", "")
+    >>> row = AblationRow("m", "baseline", "none", None, "UF", 10, 30, 0.5, 0.33, 0.67, 0.0, -1.2, "", "")
     >>> with RowJournal(Path(tempfile.mkdtemp()) / "ablation_m", {"k": 2}) as journal:
     ...     journal.add(asdict(row))
     ...     journal_rows(journal) == [row], journal_rows(None)
     (True, [])
     """
-    return [row_from_mapping(AblationRow, {"delta_accuracy": math.nan, "selected_by": "", **values})
+    def interval(values: dict) -> dict:
+        low, high = wilson_interval(round(values["accuracy"] * values["n_examples"]), values["n_examples"])
+        return {"ci_low": low, "ci_high": high}
+
+    return [row_from_mapping(AblationRow, {"delta_accuracy": math.nan, "selected_by": "",
+                                           **({} if "ci_low" in values else interval(values)), **values})
             for values in (journal.done() if journal else [])]
 
 
@@ -186,7 +195,7 @@ def _measure_cell(model: TransformerBridge, cell: AblationCell, prompt_set: _Pro
                                                    every_position=True))
     return AblationRow(model=model_name(model), condition=cell.condition, ablation=cell.kind, seed=cell.seed,
                        task=prompt_set.task, length=prompt_set.length, n_examples=result.n_examples,
-                       accuracy=result.accuracy,
+                       accuracy=result.accuracy, ci_low=result.ci_low, ci_high=result.ci_high,
                        delta_accuracy=0.0 if cell.condition == "baseline" else result.accuracy - baseline,
                        mean_logprob=result.mean_logprob,
                        heads=format_heads(heads), selected_by=_selected_by(cell.condition, config))
@@ -230,7 +239,7 @@ def ablation_summary(rows: Sequence[AblationRow]) -> list[AblationSummaryRow]:
     """One row per condition x ablation, one column per task(-length): accuracy and change from the
     baseline; random-head seeds are averaged, with their spread (min-max).
 
-    >>> row = AblationRow("m", "baseline", "none", None, "UF", 10, 4, 0.5, 0.0, -1.0, "", "baseline")
+    >>> row = AblationRow("m", "baseline", "none", None, "UF", 10, 4, 0.5, 0.15, 0.85, 0.0, -1.0, "", "baseline")
     >>> ablation_summary([row])[0].as_row()
     {'condition': 'baseline', 'ablation': 'none', 'UF@10': '0.50 (+0.00)'}
     """
