@@ -204,7 +204,11 @@ def claim_rows(results_dir: str | Path) -> list[Claim]:
             rows = read_csv(path)
             if not rows:
                 continue
-            raw = str(rows[0].get("model") or split_result_stem(path.stem)[1] or "from scratch")
+            rest = split_result_stem(path.stem)[1]
+            if kind == "from_scratch":  # a table of its own models, named by its preset
+                raw = "from scratch" + (f", {rest}" if rest else "")
+            else:
+                raw = str(rows[0].get("model") or rest)
             model = model_label(raw) if "/" in raw else raw  # a model loaded from a folder is named by the folder
             found = reader(model, rows, path.name)
             chosen = heads_chosen_by(rows)
