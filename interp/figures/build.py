@@ -7,7 +7,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from interp.core.naming import result_stem, slug
+from interp.core.naming import slug, split_result_stem
 from interp.data.tasks import TASK_NAMES, get_task
 from interp.figures.ablation import ablation_figure
 from interp.figures.edges import edge_figures
@@ -113,15 +113,19 @@ def _per_model_figures(results_dir: Path, model: str | None, log) -> Built:
 
 
 def _from_scratch_figures(results_dir: Path, model: str | None, log) -> Built:
-    """The from-scratch training figure, when ``from_scratch.csv`` is there (it spans every model)."""
-    scratch = result_stem(results_dir, "from_scratch").with_suffix(".csv")
-    if not scratch.exists():
-        log(f"note: skipping from_scratch figures: {scratch} not found (written by analyses/train_from_scratch.py)")
+    """One from-scratch figure per from-scratch table (``from_scratch.csv``, and ``from_scratch_<preset>.csv``
+    for another preset); each spans its own models."""
+    tables = sorted(p for p in results_dir.glob("from_scratch*.csv") if split_result_stem(p.stem)[0] == "from_scratch")
+    if not tables:
+        log(f"note: skipping from_scratch figures: no {results_dir}/from_scratch*.csv (written by analyses/train_from_scratch.py)")
         return [], []
-    try:
-        return [("from_scratch", from_scratch_figure(load_results(scratch, "from_scratch"), source=str(scratch)))], []
-    except BAD_TABLE_ERRORS as err:
-        return [], [table_error(scratch, err)]
+    figures, errors = [], []
+    for table in tables:
+        try:
+            figures.append((table.stem, from_scratch_figure(load_results(table, "from_scratch"), source=str(table))))
+        except BAD_TABLE_ERRORS as err:
+            errors.append(table_error(table, err))
+    return figures, errors
 
 
 def _finetune_figures(results_dir: Path, model: str | None, log) -> Built:
