@@ -118,3 +118,32 @@ def test_saved_scratch_tokenizer_starts_with_bos_as_in_training(tmp_path):
     loaded = AutoTokenizer.from_pretrained(tmp_path)
     assert tokenizer_adds_bos(loaded)
     assert loaded.encode(" a b", add_special_tokens=False) == tok.encode(" a b", add_special_tokens=False)
+
+
+@pytest.mark.parametrize("name, task, other", [("scratch-uf", "UF", "UB"), ("scratch-ub", "UB", "UF")])
+def test_the_kept_scratch_models_solve_their_task_and_only_it(name, task, other):
+    """The checkpoints in checkpoints/ (a few hundred KB, loaded by name) copy in their own direction
+    (teacher forced, zero-shot lines as trained) and not in the other."""
+    from interp.measure.encoding import encode_for
+    from interp.measure.evaluate import task_prompts
+    from interp.measure.teacher_forcing import Accuracy, teacher_forced_scores
+    from interp.prompts import PromptConfig
+
+    model = load_model(name, device="cpu")
+    config = PromptConfig(n_shots=0)
+
+    def accuracy(which: str) -> float:
+        encoded = encode_for(model, task_prompts(model, which, 10, 20, 0, config), config)
+        return Accuracy.of(teacher_forced_scores(model, encoded, progress=False)).accuracy
+
+    assert accuracy(task) >= 0.95 and accuracy(other) <= 0.05
+
+
+def test_scratch_ub_copies_backwards_through_the_edges_into_the_answer_position():
+    """What edge patching found on the UB model trained from scratch (results/edge_patching_scratch-ub_single-shot):
+    removing the (mirrored) induction edges breaks UB, removing the anti-induction edges does not."""
+    model = load_model("scratch-ub", device="cpu")
+    config = EdgeStudyConfig(tasks=("UB",), lengths=(7,), n=16, prompt_format="single-shot", n_shots=1, sweep_n=0)
+    rows, _ = edge_study(model, config, progress=False)
+    found = {row.condition: row.accuracy for row in rows}
+    assert found["none"] >= 0.95 and found["anti_induction"] >= 0.95 and found["induction"] <= 0.3
