@@ -34,7 +34,7 @@ from interp.core.journal import RowJournal
 from interp.core.naming import model_name, result_stem
 from interp.core.tables import to_markdown, write_table
 from interp.experiments.edge_tables import CI_NOTE
-from interp.experiments.edge_study import (EDGE_ROW_SHAPE, EdgeStudyConfig, claim_summary, edge_study,
+from interp.experiments.edge_study import (EDGE_COLUMNS, EDGE_ROW_SHAPE, EDGE_SWEEP_COLUMNS, EdgeStudyConfig, claim_summary, edge_study,
                                            summary_table, sweep_summary)
 from interp.interventions.edges.data import FORMATS, TASKS, check_length
 from interp.interventions.edges.preflight import check_request, model_shape
@@ -130,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     journal = RowJournal(stems["main"], metadata, EDGE_ROW_SHAPE)
     main_rows, sweep_rows = edge_study(model, config, model_label=label, adapter=args.adapter, progress=not args.quiet,
                                        journal=journal)
-    written = write_table(sweep_rows, stems["layers"], metadata=metadata) if sweep_rows else []
-    written += journal.finish(main_rows, metadata=metadata)
+    written = write_table(sweep_rows, stems["layers"], EDGE_SWEEP_COLUMNS, metadata=metadata) if sweep_rows else []
+    written += journal.finish(main_rows, EDGE_COLUMNS, metadata=metadata)
     elapsed = time.perf_counter() - started
 
     print(f"\nedge patching, {label}: accuracy [Wilson 95%], mean log-prob ± s.e.\n")

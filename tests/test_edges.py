@@ -16,8 +16,8 @@ from interp.interventions.edges import EdgePatch, Edges, attention_layout, captu
 from interp.interventions.edges.branching import branch, run_branched
 from interp.figures.edges import edge_figures, edge_layer_figure, edge_patching_figure
 from interp.interventions.edges.reference import ReferencePatch, reference_run
-from interp.experiments.edge_study import (CONDITIONS, Branch, EdgeRow, EdgeStudyConfig, EdgeSweepRow, branch_logits,
-                                          edge_study)
+from interp.experiments.edge_study import (CONDITIONS, EDGE_COLUMNS, EDGE_SWEEP_COLUMNS, Branch, EdgeRow, EdgeStudyConfig,
+                                          EdgeSweepRow, branch_logits, edge_study)
 from interp.experiments.edge_tables import upgrade_row
 from interp.core.stats import binomial_stderr, mean_and_sem, wilson_interval
 from interp.models import bridge_from_hf, tiny_tokenizer
@@ -256,7 +256,12 @@ def test_study_rows_and_layer_sweep(llama):
     config = EdgeStudyConfig(tasks=("UF",), lengths=(3,), n=3, n_shots=2, batch_size=2, sweep_n=2)
     main_rows, sweep_rows = edge_study(llama, config, model_label="m", progress=False)
     assert all(isinstance(r, EdgeRow) for r in main_rows) and all(isinstance(r, EdgeSweepRow) for r in sweep_rows)
-    main, sweep = [asdict(r) for r in main_rows], [asdict(r) for r in sweep_rows]  # as the table's rows
+    def as_table_row(row, columns):
+        values = asdict(row)
+        return {c: values[c] for c in columns}
+
+    main = [as_table_row(r, EDGE_COLUMNS) for r in main_rows]  # as the table's rows
+    sweep = [as_table_row(r, EDGE_SWEEP_COLUMNS) for r in sweep_rows]
     assert [r["condition"] for r in main] == ["none", "induction", "anti_induction"] and all(r["n_examples"] == 3 for r in main)
     assert all(r["ci_low"] <= r["accuracy"] <= r["ci_high"] for r in main)
     for r in main:  # Accuracy's columns, the one interval convention

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 
 import torch
 from jaxtyping import Float, Int
@@ -187,9 +187,10 @@ def layers_label(layers: Sequence[int] | None) -> str:
 
 
 @dataclass(frozen=True)
-class EdgeRow:
-    """One condition of one (task, length) cell: the copy's exact match with its binomial standard error
-    and Wilson interval (:class:`~interp.measure.teacher_forcing.Accuracy`), and its mean log-prob."""
+class _EdgeMeasurement:
+    """What every edge-table row holds: the run's settings, the cell, and the copy's exact match with
+    its binomial standard error and Wilson interval (:class:`~interp.measure.teacher_forcing.Accuracy`)
+    and mean log-prob with its standard error."""
 
     model: str
     adapter: str | None
@@ -199,7 +200,6 @@ class EdgeRow:
     bos: bool
     task: str
     length: int
-    condition: str  # none, induction or anti_induction (edges removed)
     n_examples: int
     accuracy: float
     stderr: float
@@ -208,36 +208,34 @@ class EdgeRow:
     mean_logprob: float
     token_accuracy: float
     mean_logprob_se: float
+
+
+@dataclass(frozen=True)
+class EdgeRow(_EdgeMeasurement):
+    """One condition of one (task, length) cell."""
+
+    condition: str  # none, induction or anti_induction (edges removed)
     layers: str  # the patched layers ("all" or "0;5")
     heads: str
 
 
 @dataclass(frozen=True)
-class EdgeSweepRow:
+class EdgeSweepRow(_EdgeMeasurement):
     """One edge kind patched in one layer alone, on the sweep's prompts of a cell, with the change from
     the clean continuation of the same prompts."""
 
-    model: str
-    adapter: str | None
-    format: str
-    shots: int
-    seed: int
-    bos: bool
-    task: str
-    length: int
     edge: str  # induction or anti_induction
     layer: int
-    n_examples: int
-    accuracy: float
-    stderr: float
-    ci_low: float
-    ci_high: float
-    mean_logprob: float
-    token_accuracy: float
-    mean_logprob_se: float
     delta_accuracy: float
     delta_mean_logprob: float
     heads: str
+
+
+# The tables' column order: the cell, what was patched, then the measurement.
+_SETTINGS = ["model", "adapter", "format", "shots", "seed", "bos", "task", "length"]
+_MEASURED = [f.name for f in fields(_EdgeMeasurement) if f.name not in _SETTINGS]
+EDGE_COLUMNS = [*_SETTINGS, "condition", *_MEASURED, "layers", "heads"]
+EDGE_SWEEP_COLUMNS = [*_SETTINGS, "edge", "layer", *_MEASURED, "delta_accuracy", "delta_mean_logprob", "heads"]
 
 
 def _cell_rows(task: str, length: int, scores: Mapping[Branch, AnswerScores], config: EdgeStudyConfig,
