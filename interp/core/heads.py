@@ -87,7 +87,6 @@ def validate_heads(heads: str | Iterable[object], n_layers: int | None = None, n
     return out
 
 
-
 def parse_heads(spec: str | Iterable[object] | None, n_layers: int | None = None, n_heads: int | None = None,
                 name: str = "heads") -> list[Head]:
     """``"18.6,17.3"`` -> ``[Head(18, 6), Head(17, 3)]``, in the given order, duplicates dropped.

@@ -25,7 +25,6 @@ from interp.prompts import PromptConfig
 Log = Callable[[str], None]
 
 
-
 @dataclass(frozen=True)
 class DirectionalRow:
     """One task x length x template: exact match with its binomial standard error and Wilson interval. A cell the

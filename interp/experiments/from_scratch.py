@@ -236,8 +236,6 @@ def fit(task: str, positional: Positional, config: ScratchConfig, run_dir: Path 
     return FittedModel(model, tokenizer, items, cfg, result, timer.finish(result.final_step))
 
 
-
-
 def train_one(task: str, positional: Positional, config: ScratchConfig, run_dir: Path | None = None,
               progress: bool = True, resume: bool = True) -> tuple[list[ScratchRow], TrainResult]:
     """Train a fresh model on ``task`` and score it on every bin: rows for the table.

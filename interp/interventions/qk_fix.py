@@ -102,7 +102,6 @@ def select_rows(pattern_grads: list[Tensor], rows_per_prompt: int | None) -> Fix
     return FixedRows(layer + 1, head, batch, query)
 
 
-
 def _normalised(model: TransformerBridge, delta: Float[Tensor, "*rows d_model"]) -> Float[Tensor, "*rows d_model"]:
     """What a change of the residual stream becomes after the attention input's normalisation, at its
     clean scale (divided out by the caller)."""

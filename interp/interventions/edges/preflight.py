@@ -15,8 +15,6 @@ from interp.interventions.edges.data import prompt_length
 from interp.interventions.edges.layout import check_heads, check_layers
 
 
-
-
 def model_shape(name_or_path: str) -> ModelShape | None:
     """The shape of a model known to ``interp.models.load_model``, read without loading its weights.
 
