@@ -133,3 +133,13 @@ def split_result_stem(stem: str) -> tuple[str, str]:
     fits = [k for k in RESULT_KINDS if stem == k or stem.startswith(k + "_")]
     kind = max(fits, key=len, default="")
     return kind, stem[len(kind):].lstrip("_") if kind else stem
+
+
+def result_files(folder: str | Path, kind: str, suffix: str = ".csv") -> list[Path]:
+    """The ``kind`` tables in ``folder``, sorted: every model, dtype and variant, without the tables of
+    other kinds that share its prefix (``ablation_summary_*`` beside ``ablation_*``).
+
+    >>> [path.name for path in result_files("results", "edge_patching")][:2]  # from the repository's root
+    ['edge_patching_gemma-3-270m.csv', 'edge_patching_planted-ub_single-shot.csv']
+    """
+    return sorted(path for path in Path(folder).glob(f"{kind}*{suffix}") if split_result_stem(path.stem)[0] == kind)

@@ -14,7 +14,7 @@ Scoring as the repo's ``patch_induction_heads.py``, through the toolkit's one te
 argmax right at all ``L`` copy tokens, ``mean_logprob`` = mean log-probability of them (the repo's loss is its
 negative). The first copy token is predicted at the ``,`` before the copy, which no patched edge touches (the
 repo patches queries at the copy only); the last copy token's query predicts EOS, which is not scored, so it is
-not computed. :func:`upgrade_row` rewrites tables with the earlier columns (``n``, ``loss``, ...) to these.
+not computed. :func:`interp.experiments.edge_tables.upgrade_row` rewrites tables with the earlier columns (``n``, ``loss``, ...) to these.
 """
 
 from __future__ import annotations

@@ -28,10 +28,9 @@ from interp.measure.batching import in_input_order, pad_token_id, padded_batches
 from interp.measure.encoding import encode_for
 from interp.measure.head_scores import HeadScores
 from interp.measure.teacher_forcing import Accuracy, AnswerScores, check_context, teacher_forced_scores
-from interp.prompts import EncodedPrompt
-
 from interp.experiments.ablation_setup import (AblationConfig, ablation_conditions, ablation_prompt_sets,
                                               reference_means)
+from interp.prompts import EncodedPrompt
 
 if TYPE_CHECKING:
     from transformer_lens.model_bridge import TransformerBridge

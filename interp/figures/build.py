@@ -7,7 +7,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from interp.core.naming import slug, split_result_stem
+from interp.core.naming import result_files, slug
 from interp.data.tasks import TASK_NAMES, get_task
 from interp.figures.ablation import ablation_figure
 from interp.figures.edges import edge_figures
@@ -25,19 +25,6 @@ RESULT_FILES = {  # kind -> (file name, figure name prefix, the analysis that wr
 }
 PER_MODEL_FIGURES = {"head_scores": head_scores_figure, "directional_bias": accuracy_length_figure,
                      "ablation": ablation_figure, "head_sweep": head_sweep_figure}
-
-
-def result_files(results_dir: Path, name: str) -> list[Path]:
-    """``name`` and its variants for other runs (``ablation_ub.csv`` beside ``ablation.csv``);
-    summaries (``*_summary*``) are tables of their own.
-
-    >>> [path.name for path in result_files(Path("tests/fixtures/results"), "ablation.csv")]  # from the repository's root
-    ['ablation.csv']
-    """
-    base = Path(name).stem
-    found = [results_dir / name] if (results_dir / name).exists() else []
-    found += sorted(p for p in results_dir.glob(f"{base}_*.csv") if "summary" not in p.stem)
-    return found
 
 
 def _finetune_key(path: Path, rows: Rows) -> tuple[str, str]:
@@ -90,7 +77,7 @@ def _per_model_figures(results_dir: Path, model: str | None, log) -> Built:
     errors: list[str] = []
     used: set[str] = set()
     for kind, (name, prefix, writer) in RESULT_FILES.items():
-        paths = result_files(results_dir, name)
+        paths = result_files(results_dir, kind)
         if not paths:
             log(f"note: skipping {kind} figures: {results_dir / name} not found (written by {writer})")
         for path in paths:
@@ -115,7 +102,7 @@ def _per_model_figures(results_dir: Path, model: str | None, log) -> Built:
 def _from_scratch_figures(results_dir: Path, model: str | None, log) -> Built:
     """One from-scratch figure per from-scratch table (``from_scratch.csv``, and ``from_scratch_<preset>.csv``
     for another preset); each spans its own models."""
-    tables = sorted(p for p in results_dir.glob("from_scratch*.csv") if split_result_stem(p.stem)[0] == "from_scratch")
+    tables = result_files(results_dir, "from_scratch")
     if not tables:
         log(f"note: skipping from_scratch figures: no {results_dir}/from_scratch*.csv (written by analyses/train_from_scratch.py)")
         return [], []
@@ -132,7 +119,7 @@ def _finetune_figures(results_dir: Path, model: str | None, log) -> Built:
     """One figure per fine-tuning run, and per model with several runs a summary across its tasks."""
     figures: list[tuple[str, go.Figure]] = []
     errors: list[str] = []
-    finetune_files = sorted(results_dir.glob("finetune_*.csv"))
+    finetune_files = result_files(results_dir, "finetune")
     if not finetune_files:
         log(f"note: skipping fine-tuning figures: no {results_dir}/finetune_<model>_<task>.csv (written by fine-tuning)")
     runs: dict[tuple[str, str], Rows] = {}

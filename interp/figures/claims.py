@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from interp.core.naming import model_label, split_result_stem
+from interp.core.naming import model_label, result_files, split_result_stem
 from interp.core.stats import difference_interval
 from interp.core.tables import read_csv
 
@@ -198,9 +198,7 @@ def claim_rows(results_dir: str | Path) -> list[Claim]:
     results_dir = Path(results_dir)
     claims: list[Claim] = []
     for kind, reader in READERS.items():
-        for path in sorted(results_dir.glob(f"{kind}*.csv")):
-            if split_result_stem(path.stem)[0] != kind:  # a summary or per-layer table of the same study
-                continue
+        for path in result_files(results_dir, kind):
             rows = read_csv(path)
             if not rows:
                 continue

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from interp.core.naming import CONDITION_LABELS, slug
+from interp.core.naming import CONDITION_LABELS, result_files, slug
 from interp.core.stats import Z_95
 from interp.core.tables import read_csv
 from interp.figures.rows import BAD_TABLE_ERRORS, table_error
@@ -152,10 +152,11 @@ def edge_figures(results_dir: str | Path, model: str | None = None) -> tuple[lis
     >>> figures, errors = edge_figures("results")  # doctest: +SKIP
     """
     figures, errors = [], []
-    for path in sorted(Path(results_dir).glob("edge_patching*.csv")):
+    tables = [(path, False) for path in result_files(results_dir, "edge_patching")]
+    tables += [(path, True) for path in result_files(results_dir, "edge_patching_layers")]
+    for path, layered in tables:
         if path.stem.endswith("_partial"):
             continue
-        layered = "_layers" in path.stem
         try:
             by_model: dict[tuple[str, str], list[dict]] = defaultdict(list)
             for row in read_csv(path):
