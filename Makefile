@@ -63,6 +63,10 @@ models: $(STAMP)
 figures: $(STAMP) chromium
 	$(PY) analyses/make_figures.py
 
+# The paper's claims x models table (results/claims*, figures/claims.*) from the published results/; no model run.
+claims: $(STAMP) chromium
+	$(PY) analyses/claims.py
+
 # Edge patching (the paper's section 4.4) on the embedded model, and with the LoRA adapter trained on UB.
 edges: $(STAMP)
 	$(PY) analyses/patch_edges.py --out $(RUN_OUT)
