@@ -9,6 +9,12 @@ per prompt); `--screen first-order` is plain attribution patching. `--recheck K`
 largest estimates by their exact values. Measured against the exact sweep in
 benchmarks/bench_attribution.py: use it to decide where to look, then sweep those heads exactly.
 
+`--method path --heads 16.0,18.6` is the check for a head where the two disagree: the exact change
+at `--alphas` of the way to its ablation (the head alone moves), once as it is and once with every
+later layer's attention patterns frozen. A straight line means a first-order estimate can be
+trusted for that head; a flat start and a cliff near 1 means no gradient at the clean run sees it.
+Printed, not written.
+
 Writes results/head_sweep_<model>.* (exact) or results/head_screen_<model>.* (attribution); with an
 adapter the model reads `smollm2-135m+ub`.
 """
@@ -19,9 +25,11 @@ import sys
 
 from interp.models.bridge import TransformerBridge
 from interp.interventions.ablation import ABLATION_KINDS, compute_head_means
+from interp.interventions.ablation_path import ablation_path
 from interp.interventions.attribution import DEFAULT_QK_ROWS, SCREENS, attribution_sweep, recheck
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
-                        load_model_from_args, positive_int, prompt_config_from_args, result_stem_from_args, run, seed,
+                        fraction_list, load_model_from_args, positive_int, prompt_config_from_args,
+                        result_stem_from_args, run, seed,
                         source_from_args, task_name)
 from interp.data.paper_files import Generated, PaperData
 from interp.measure.encoding import encode_for
@@ -46,8 +54,11 @@ def build_parser() -> Parser:
     parser.add_argument("--n", type=positive_int, default=16, help="examples (default: 16)")
     parser.add_argument("--kind", default="zero", choices=ABLATION_KINDS)
     parser.add_argument("--heads", default=None, help="only these heads, LAYER.HEAD comma-separated (default: all)")
-    parser.add_argument("--method", default="exact", choices=("exact", "attribution"),
-                        help="'exact' (one ablated pass per head, default) or 'attribution' (first-order screen)")
+    parser.add_argument("--method", default="exact", choices=("exact", "attribution", "path"),
+                        help="'exact' (one ablated pass per head, default), 'attribution' (the screen) or 'path' "
+                             "(each of --heads part of the way to its ablation)")
+    parser.add_argument("--alphas", type=fraction_list, default=[0.25, 0.5, 0.75, 1.0],
+                        help="with --method path: points of the way, in (0, 1] (default: 0.25,0.5,0.75,1)")
     parser.add_argument("--recheck", type=int, default=0,
                         help="with --method attribution: sweep the K largest estimates exactly (default: 0)")
     parser.add_argument("--screen", default="atp*", choices=SCREENS,
@@ -69,6 +80,10 @@ def check_method_args(parser: Parser, args) -> None:
         fail(parser, "--ig-steps", "integrated gradients refine the first-order screen; add --screen first-order")
     if args.recheck < 0:
         fail(parser, "--recheck", f"expected a number of heads >= 0, got {args.recheck}")
+    if args.method == "path" and not args.heads:
+        fail(parser, "--heads", "--method path follows the heads it is given, e.g. --heads 16.0,18.6")
+    if args.method == "path" and min(args.alphas) <= 0:
+        fail(parser, "--alphas", f"points of the way must be in (0, 1], got {args.alphas}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         means = compute_head_means(model, reference, progress=not args.quiet)
     if args.method == "attribution":
         screen_heads(parser, model, encoded, spec.name, length, heads, means, args)
+    elif args.method == "path":
+        path_heads(model, encoded, heads, means, args)
     else:
         sweep_heads(model, encoded, spec.name, length, heads, means, args)
     return 0
@@ -119,6 +136,14 @@ def sweep_heads(model: TransformerBridge, encoded, task: str, length: int, heads
     for r in worst:
         print(f"  {r['layer']}.{r['head']}: accuracy {r['accuracy']:.3f} ({r['delta_accuracy']:+.3f}), "
               f"log-prob change {r['delta_logprob']:+.3f}")
+
+
+def path_heads(model: TransformerBridge, encoded, heads, means, args) -> None:
+    """Each head's way to its ablation, free and with later patterns frozen, printed."""
+    for head in heads:
+        for frozen in (False, True):
+            path = ablation_path(model, encoded, head, args.alphas, args.kind, means, frozen, args.batch_size)
+            print(f"{path.summary()}; linear share {path.linear_share():.2f}")
 
 
 def screen_heads(parser, model: TransformerBridge, encoded, task: str, length: int, heads, means, args) -> None:

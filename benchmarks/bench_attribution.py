@@ -8,7 +8,8 @@ first-order attribution patching. Targets: Spearman >= 0.8 and >= 8 of the exact
 `--variants` adds other estimators as further sides of the same timed comparison:
 `igK` integrated gradients with K points on the path where every head moves towards its ablation
 at once; `recheckK` the AtP* screen followed by the exact sweep of its K flagged heads (largest
-estimated change), whose exact values replace their estimates.
+estimated change), whose exact values replace their estimates; `fo-recheckK` the same after the
+first-order screen.
 
 The exact sweep dominates the run time (about 30 s per prompt and run on an idle 2-core
 machine); the default (2 prompts, A/B timing on zero ablation only, mean ablation validated from
@@ -50,13 +51,14 @@ ablation_kinds = name_list(ABLATION_KINDS, "ablation kinds", allow_all=False)
 def parse_variants(text: str) -> list[str]:
     """``"ig2,recheck10"`` -> the extra estimators' names; ``""`` for none.
 
-    >>> parse_variants("ig2,recheck10")
-    ['ig2', 'recheck10']
+    >>> parse_variants("ig2,recheck10,fo-recheck8")
+    ['ig2', 'recheck10', 'fo-recheck8']
     """
     variants = [v for v in text.replace(" ", ",").split(",") if v]
     for v in variants:
-        if not re.fullmatch(r"ig[1-9]\d*|recheck[1-9]\d*", v):
-            raise ArgumentTypeError(f"variant {v!r}: expected igK (e.g. ig2) or recheckK (e.g. recheck10), K >= 1")
+        if not re.fullmatch(r"ig[1-9]\d*|(fo-)?recheck[1-9]\d*", v):
+            raise ArgumentTypeError(f"variant {v!r}: expected igK (e.g. ig2), recheckK (e.g. recheck10) or "
+                                    f"fo-recheckK (e.g. fo-recheck8), K >= 1")
     return variants
 
 
@@ -111,9 +113,11 @@ def estimators(model: LanguageModel, encoded, kind: str, means, batch_size: int,
             table[f"integrated gradients, {variant[2:]} points"] = lambda k=int(variant[2:]): screen(
                 k, "first-order").delta_logprob()
         else:
-            k = int(variant[len("recheck"):])
-            table[f"AtP* + exact recheck of {k} heads"] = lambda k=k: recheck(model, encoded, screen(), k, means,
-                                                                               batch_size, progress=False)
+            method = "first-order" if variant.startswith("fo-") else "atp*"
+            k = int(variant.split("recheck")[1])
+            label = "first-order" if method == "first-order" else "AtP*"
+            table[f"{label} + exact recheck of {k} heads"] = lambda k=k, method=method: recheck(
+                model, encoded, screen(method=method), k, means, batch_size, progress=False)
     return table
 
 

@@ -42,6 +42,8 @@ def refused(main, argv, capsys) -> str:
     ("head_sweep", ["--method", "attribution", "--recheck", "-1"], "argument --recheck: expected a number of heads >= 0"),
     ("head_sweep", ["--method", "attribution", "--ig-steps", "2"], "argument --ig-steps: integrated gradients refine the first-order"),
     ("head_sweep", ["--method", "attribution", "--screen", "exact"], "argument --screen: invalid choice"),
+    ("head_sweep", ["--method", "path"], "argument --heads: --method path follows the heads it is given"),
+    ("head_sweep", ["--method", "path", "--heads", "1.0", "--alphas", "0,1"], "argument --alphas: points of the way"),
     ("score_heads", ["--tasks", ""], "argument --tasks: no tasks"),
     ("finetune", ["--train-lengths", "20-5"], "argument --train-lengths: range '20-5' is empty"),
     ("finetune", ["--adapter-out", "adapters/x"], "argument --adapter-out: needs --lora"),
@@ -145,6 +147,18 @@ def test_the_attribution_screen_writes_estimates_and_exact_rechecks(tmp_path, ca
     assert head_sweep.main([*argv, "--screen", "first-order", "--ig-steps", "2"]) == 0
     rows = read_csv(tmp_path / "head_screen_tiny-llama.csv")
     assert {r["estimate"] for r in rows} == {"integrated gradients (2 steps) (zero)"}
+
+
+def test_the_path_method_prints_each_head_free_and_frozen(tmp_path, capsys):
+    import head_sweep
+
+    argv = [*TINY, "--out", str(tmp_path), "--task", "UF", "--length", "4", "--n", "3", "--method", "path",
+            "--heads", "0.1,1.2", "--alphas", "0.5,1"]
+    assert head_sweep.main(argv) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "ablation" in line]
+    assert [line.split(" ")[0] for line in lines] == ["0.1", "0.1", "1.2", "1.2"]
+    assert sum("later patterns frozen" in line for line in lines) == 2 and all("linear share" in line for line in lines)
+    assert not list(tmp_path.iterdir())  # printed, not written
 
 
 @pytest.mark.parametrize("argv, fragment", [

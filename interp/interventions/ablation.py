@@ -112,6 +112,19 @@ def _group_by_layer(heads: Sequence[Head]) -> dict[int, list[int]]:
     return dict(by_layer)
 
 
+def check_ablation_kind(kind: str, means: HeadMeans | None) -> None:
+    """One clear error when ``kind`` is no ablation, or is ``"mean"`` without ``means``.
+
+    >>> check_ablation_kind("mean", None)
+    Traceback (most recent call last):
+    ValueError: mean ablation needs means=compute_head_means(model, reference_prompts)
+    """
+    if kind not in ABLATION_KINDS:
+        raise ValueError(f"kind={kind!r} is not an ablation; expected one of {ABLATION_KINDS}")
+    if kind == "mean" and means is None:
+        raise ValueError("mean ablation needs means=compute_head_means(model, reference_prompts)")
+
+
 def ablation_hooks(model: HookedModel, heads: Sequence[tuple[int, int]], kind: str = "zero", means: HeadMeans | None = None,
                    counter: HookCounter | None = None) -> list[Hook]:
     """Hooks that replace the ``hook_z`` slice of each head in ``heads`` by zero or its mean.
@@ -121,12 +134,9 @@ def ablation_hooks(model: HookedModel, heads: Sequence[tuple[int, int]], kind: s
     >>> sorted(name for name, _ in hooks)
     ['blocks.0.attn.hook_z', 'blocks.1.attn.hook_z']
     """
-    if kind not in ABLATION_KINDS:
-        raise ValueError(f"kind={kind!r} is not an ablation; expected one of {ABLATION_KINDS}")
+    check_ablation_kind(kind, means)
     heads = validate_heads(heads, model.cfg.n_layers, model.cfg.n_heads)
     if kind == "mean":
-        if means is None:
-            raise ValueError("mean ablation needs means=compute_head_means(model, reference_prompts)")
         missing = sorted({h.layer for h in heads} - set(means.overall))
         if missing:
             raise ValueError(f"means were computed without layers {missing}")

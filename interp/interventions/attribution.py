@@ -25,7 +25,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from interp.core.lm import HookedModel
-from interp.interventions.ablation import ABLATION_KINDS, AblationKind, HeadMeans
+from interp.interventions.ablation import AblationKind, HeadMeans, check_ablation_kind
 from interp.measure.batching import Hook, in_input_order, pad_token_id, padded_batches
 from interp.models.bridge import TransformerBridge, act_name
 from interp.interventions.edges.layout import AttentionLayout, attention_layout
@@ -302,10 +302,7 @@ def _check_sweep_args(encoded: Sequence[EncodedPrompt], kind: str, means: HeadMe
         raise ValueError(f"steps={steps}: integrated gradients need screen='first-order' (AtP* takes one gradient)")
     if qk_rows is not None and qk_rows < 1:
         raise ValueError(f"qk_rows={qk_rows} must be >= 1 (or None: every pattern row)")
-    if kind not in ABLATION_KINDS:
-        raise ValueError(f"kind={kind!r} is not an ablation; expected one of {ABLATION_KINDS}")
-    if kind == "mean" and means is None:
-        raise ValueError("mean ablation needs means=compute_head_means(model, reference_prompts)")
+    check_ablation_kind(kind, means)
     if not encoded:
         raise ValueError("encoded prompts must not be empty")
     if steps < 1:

@@ -1,0 +1,130 @@
+"""How one head's ablation effect grows on the way from the clean run to the ablated one: the check
+to run where an attribution screen and the exact sweep disagree about a head.
+
+An attribution screen (:mod:`interp.interventions.attribution`) reads the slope of the answer
+log-probability at the clean run. :func:`ablation_path` measures it exactly at points ``alpha`` of
+the path on which that head alone moves ``alpha`` of the way to its ablation
+(``z + alpha * (z_ablated - z)``; ``alpha = 1`` is the exact sweep's number). A straight line
+says a first-order estimate can be trusted for the head; a flat start and a cliff near
+``alpha = 1`` is a threshold (later heads' attention flips only once the head's signal is nearly
+gone, or other heads carry the same signal until then) that no gradient taken at the clean run can
+see. ``frozen_patterns=True`` pins every later layer's attention patterns to their clean values:
+the part of the effect that remains does not run through attention patterns, so the difference
+is the part that a QK fix (:mod:`interp.interventions.qk_fix`) is about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from interp.core.heads import Head, validate_heads
+from interp.interventions.ablation import AblationKind, HeadMeans, check_ablation_kind, z_hook_name
+from interp.interventions.attribution import ablated_z, answer_logprob
+from interp.measure.batching import Hook, pad_token_id, padded_batches
+from interp.measure.teacher_forcing import AnswerPositions, select_positions_hook
+from interp.models.bridge import TransformerBridge, act_name
+from interp.prompts import EncodedPrompt
+
+
+@dataclass(frozen=True)
+class AblationPath:
+    """The change of the mean answer log-prob (over prompts) at each point of one head's way to
+    its ablation."""
+
+    head: Head
+    kind: str
+    alphas: list[float]
+    delta: list[float]  # at each alpha, the change from the clean run
+    frozen_patterns: bool = False
+
+    def linear_share(self) -> float:
+        """How much of the full effect a straight line through the first point predicts:
+        ``(delta[0] / alphas[0]) / delta[-1]`` (1 on a line; near 0 or negative for a cliff).
+
+        >>> AblationPath(Head(0, 0), "zero", [0.1, 1.0], [-0.01, -2.0]).linear_share()
+        0.05
+        """
+        if self.delta[-1] == 0:
+            return float("nan")
+        return round(self.delta[0] / self.alphas[0] / self.delta[-1], 12)
+
+    def summary(self) -> str:
+        """One line: the head, then ``alpha: change`` for each point.
+
+        >>> AblationPath(Head(16, 0), "zero", [0.5, 1.0], [-0.09, -2.0]).summary()
+        '16.0 (zero ablation): 0.5: -0.090, 1: -2.000'
+        """
+        frozen = ", later patterns frozen" if self.frozen_patterns else ""
+        points = ", ".join(f"{a:g}: {d:+.3f}" for a, d in zip(self.alphas, self.delta))
+        return f"{self.head} ({self.kind} ablation{frozen}): {points}"
+
+
+def _check_path_args(model: TransformerBridge, head, alphas: Sequence[float], kind: str, means, encoded) -> Head:
+    (checked,) = validate_heads([head], model.cfg.n_layers, model.cfg.n_heads, name="head")
+    if not alphas or any(not 0.0 < a <= 1.0 for a in alphas):
+        raise ValueError(f"alphas={list(alphas)}: expected a non-empty list of points in (0, 1] (1: the full ablation)")
+    check_ablation_kind(kind, means)
+    if not encoded:
+        raise ValueError("encoded prompts must not be empty")
+    return checked
+
+
+def _moving_head(head: Head, alpha: float, kind: AblationKind, means: HeadMeans | None) -> Hook:
+    """A hook moving ``head`` alone ``alpha`` of the way to its ablation."""
+
+    def hook(z: Float[Tensor, "batch pos head_index d_head"], hook) -> Tensor:
+        z = z.clone()
+        target = ablated_z(z, head.layer, kind, means)[:, :, head.head]
+        z[:, :, head.head] += alpha * (target - z[:, :, head.head])
+        return z
+
+    return z_hook_name(head.layer), hook
+
+
+def _pinned_patterns(model: TransformerBridge, tokens, head: Head, hooks: list[Hook]) -> list[Hook]:
+    """Hooks holding the attention patterns of every layer after ``head``'s at their clean values."""
+    names = {act_name("pattern", layer) for layer in range(head.layer + 1, model.cfg.n_layers)}
+    with torch.no_grad(), model.hooks(fwd_hooks=hooks):
+        _, cache = model.run_with_cache(tokens, names_filter=lambda name: name in names)
+    return [(name, lambda pattern, hook, clean=cache[name]: clean) for name in sorted(names)]
+
+
+def ablation_path(model: TransformerBridge, encoded: Sequence[EncodedPrompt], head, alphas: Sequence[float] = (0.25, 0.5, 0.75, 1.0),
+                  kind: AblationKind = "zero", means: HeadMeans | None = None, frozen_patterns: bool = False,
+                  batch_size: int = 8) -> AblationPath:
+    """The exact change of the mean answer log-prob when ``head`` alone moves ``alpha`` of the
+    way to its ablation, for each of ``alphas``; at ``alpha = 1`` it is ``head_sweep``'s number.
+
+    Examples:
+        >>> from interp.models import load_model
+        >>> from interp.measure.encoding import encode_for
+        >>> from interp.measure.evaluate import task_prompts
+        >>> from interp.prompts import PromptConfig
+        >>> model, shots = load_model("planted-uf", device="cpu"), PromptConfig(n_shots=0)
+        >>> encoded = encode_for(model, task_prompts(model, "UF", 8, 4, prompt_config=shots), shots)
+        >>> path = ablation_path(model, encoded, "0.0", alphas=[0.1, 0.5, 1.0])  # the previous-token head
+        >>> path.delta[-1] < -1.0, abs(path.linear_share()) < 0.1  # breaks UF, with no slope at the clean run
+        (True, True)
+    """
+    head = _check_path_args(model, head, alphas, kind, means, encoded)
+    totals = torch.zeros(len(alphas), dtype=torch.float64)
+    for batch in padded_batches(encoded, batch_size, pad_token_id(model.tokenizer)):
+        where = AnswerPositions.of(batch.items)
+        hooks = [select_positions_hook(where.positions)]
+        metric = partial(answer_logprob, where=where)
+        tokens = batch.tokens.to(model.cfg.device)
+        if frozen_patterns:
+            hooks += _pinned_patterns(model, tokens, head, hooks)
+        with torch.no_grad():
+            with model.hooks(fwd_hooks=hooks):
+                clean = metric(model(tokens))
+            for i, alpha in enumerate(alphas):
+                with model.hooks(fwd_hooks=[*hooks, _moving_head(head, alpha, kind, means)]):
+                    totals[i] += (metric(model(tokens)) - clean).double().sum().cpu()
+    return AblationPath(head, kind, [float(a) for a in alphas], (totals / len(encoded)).tolist(), frozen_patterns)
