@@ -51,6 +51,27 @@ class FixedRows:
     query: Int[Tensor, " row"]
 
 
+@dataclass(frozen=True)
+class QKWeights:
+    """The weights the fix reads, stacked once (the bridge stacks its blocks' parameters anew on
+    every ``model.W_Q`` access): every layer's queries and keys, and each source head's output
+    as the attention input's normalisation sees it, heads flattened layer-major."""
+
+    W_Q: Float[Tensor, "layer head_index d_model d_head"]
+    W_K: Float[Tensor, "layer kv_head d_model d_head"]
+    writing: Float[Tensor, "source d_head d_model"]
+
+    @classmethod
+    def of(cls, model: TransformerBridge) -> "QKWeights":
+        """
+        >>> from interp.models import load_model
+        >>> QKWeights.of(load_model("tiny-llama", device="cpu")).writing.shape[0]  # 2 layers x 4 heads
+        8
+        """
+        writing = einops.rearrange(model.W_O.detach().float(), "layer head d_head d_model -> (layer head) d_head d_model")
+        return cls(model.W_Q.detach().float(), model.W_K.detach().float(), _normalised(model, writing))
+
+
 def hook_names(layout: AttentionLayout) -> tuple[list[str], list[str]]:
     """The hooks the fix needs: patterns (values and gradients) and, values only, the clean
     scores, queries, keys, normalisation scales and rotary tables of every layer.
@@ -121,38 +142,40 @@ def _rotate(model: TransformerBridge, layout: AttentionLayout, x: Tensor, kept: 
 
 def layer_corrections(model: TransformerBridge, layout: AttentionLayout, layer: int, rows: FixedRows, kept: dict[str, Tensor],
                       pattern_grad: Float[Tensor, "batch head query key"],
-                      changes: Float[Tensor, "source batch pos d_head"]) -> Float[Tensor, "source batch"]:
+                      changes: Float[Tensor, "source batch pos d_head"], weights: QKWeights | None = None
+                      ) -> Float[Tensor, "source batch"]:
     """The QK-fix correction of every source head below ``layer`` (stacked, layer-major) for
-    the fixed rows of ``layer``, per prompt.
+    the fixed rows of ``layer``, per prompt (``weights``: ``QKWeights.of(model)``, computed here
+    when not given).
 
     >>> correction = layer_corrections(model, layout, 1, rows, run.watched, pattern_grads[1], changes)  # doctest: +SKIP
     >>> correction.shape  # source heads of layer 0, batch  # doctest: +SKIP
     """
+    weights = weights or QKWeights.of(model)
     n_sources, n_batch = changes.shape[:2]
-    writing = _normalised(model, einops.rearrange(model.W_O[:layer].detach().float(),
-                                                  "layer head d_head d_model -> (layer head) d_head d_model"))
+    writing = weights.writing[:n_sources]
     scale = kept[f"blocks.{layer}.ln1.hook_scale"].float()  # batch pos 1
     correction = torch.zeros(n_sources, n_batch, device=changes.device)
     in_layer = rows.layer == layer
     kv_heads = layout.kv_head(rows.head[in_layer])
     for kv in kv_heads.unique().tolist():
-        composed = einops.einsum(writing, model.W_K[layer, kv].detach().float(),
+        composed = einops.einsum(writing, weights.W_K[layer, kv],
                                  "source d_head d_model, d_model d_key -> source d_head d_key")
         key_change = einops.einsum(changes, composed, "source batch pos d_head, source d_head d_key -> source batch pos d_key")
         key_change = _rotate(model, layout, (key_change / scale)[..., None, :], kept, layer, slice(None))[..., 0, :]
         for head in rows.head[in_layer][kv_heads == kv].unique().tolist():
             mine = in_layer & (rows.head == head)
             correction += _head_correction(model, layout, layer, head, kv, rows.batch[mine], rows.query[mine], kept,
-                                           pattern_grad, changes, writing, key_change, scale)
+                                           pattern_grad, changes, writing, key_change, scale, weights.W_Q[layer, head])
     return correction
 
 
 def _head_correction(model: TransformerBridge, layout, layer, head, kv, batch, query, kept, pattern_grad, changes, writing, key_change,
-                     scale) -> Float[Tensor, "source batch"]:
+                     scale, w_q: Float[Tensor, "d_model d_head"]) -> Float[Tensor, "source batch"]:
     """The correction from the fixed rows ``(batch[i], query[i])`` of one query head."""
     residual_change = einops.einsum(changes[:, batch, query], writing,
                                     "source row d_head, source d_head d_model -> source row d_model")
-    query_change = einops.einsum(residual_change / scale[batch, query], model.W_Q[layer, head].detach().float(),
+    query_change = einops.einsum(residual_change / scale[batch, query], w_q,
                                  "source row d_model, d_model d_key -> source row d_key")
     query_change = _rotate(model, layout, query_change[..., None, :], kept, layer, (batch, query))[..., 0, :]
     q = kept[layout.query_hook(layer)][batch, query, head].float()  # row d_key
@@ -188,8 +211,9 @@ def qk_corrections(model: TransformerBridge, layout: AttentionLayout, kept: dict
     stacked = einops.rearrange(torch.stack([changes[layer].float() for layer in range(n_layers)]),
                                "layer batch pos head d_head -> (layer head) batch pos d_head")
     with torch.no_grad():
+        weights = QKWeights.of(model)
         for layer in rows.layer.unique().tolist():
             n_sources = layer * n_heads
             total[:n_sources] += layer_corrections(model, layout, layer, rows, kept, pattern_grads[layer],
-                                                   stacked[:n_sources])
+                                                   stacked[:n_sources], weights)
     return einops.rearrange(total, "(layer head) batch -> batch layer head", layer=n_layers).cpu()
