@@ -183,14 +183,35 @@ def verify(folder: Path, names: Iterable[str] | None = None, full: bool = False)
                 raise CacheDamaged(path, "contents changed since it was written (checksum mismatch)")
 
 
+def is_version_folder(path: Path, target: Path) -> bool:
+    """Whether ``path`` resolves to one of the cache's own version folders of ``target``
+    (``.<name>.<random>`` beside the link): the only folders the cache ever deletes.
+
+    >>> is_version_folder(Path("/c/models/.m.x1y2"), Path("/c/models/m")), is_version_folder(Path("/home/me"), Path("/c/models/m"))
+    (True, False)
+    """
+    resolved, target = Path(path).resolve(), Path(target)
+    return resolved.parent == target.parent.resolve() and resolved.name.startswith(f".{target.name}.")
+
+
 def check_cache_entry(target: Path) -> None:
-    """Refuse a cache entry that a folder or link of ours should be but a file is.
+    """Refuse a cache entry that is not what the cache writes there: a file, a link to anything
+    but one of its own version folders, or a folder without a manifest. The cache never
+    follows, replaces or deletes such an entry.
 
     >>> check_cache_entry(Path("/nonexistent/models/smollm2-135m"))
     """
-    if target.exists() and not target.is_dir():
+    target = Path(target)
+    if target.is_symlink():
+        if not is_version_folder(target, target):
+            raise CachePathError(f"{target} is a link to {target.resolve()}, which is not a folder of the model cache; "
+                                 f"interp neither uses nor deletes it: remove the link (rm {target}), then load again")
+    elif target.exists() and not target.is_dir():
         raise CachePathError(f"{target} is a file where the cache keeps a model folder; "
                              f"move it away or delete it, then load again")
+    elif target.is_dir() and not (target / MANIFEST).is_file():
+        raise CachePathError(f"{target} is a folder the model cache did not write (it has no {MANIFEST}); "
+                             f"interp neither uses nor deletes it: move it away, then load again")
 
 
 def _newest_change(path: Path) -> float:
@@ -256,13 +277,15 @@ def publish_folder(target: Path, write: Callable[[Path], None]) -> Path:
         record_files(version, sorted(p.name for p in version.iterdir() if p.is_file() and p.name != MANIFEST))
         os.chmod(version, 0o755)  # mkdtemp makes folders private; the cache is meant to be shared
         link.symlink_to(version.name)
-        if target.exists() and not target.is_symlink():  # a folder written by an older interp
+        check_cache_entry(target)  # again: the entry may have changed while ``write`` ran
+        if target.is_dir() and not target.is_symlink():  # a folder with a manifest: an older interp's
             shutil.rmtree(target)
         os.replace(link, target)
     except BaseException:
         shutil.rmtree(version, ignore_errors=True)
         link.unlink(missing_ok=True)
         raise
-    if previous is not None and previous != version.resolve():
+    # Only ever one of our own version folders: a link swapped in meanwhile can point anywhere.
+    if previous is not None and previous != version.resolve() and is_version_folder(previous, target):
         shutil.rmtree(previous, ignore_errors=True)
     return target

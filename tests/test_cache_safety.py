@@ -1,0 +1,105 @@
+"""The cache deletes nothing but its own version folders, and refuses what it did not write:
+a link to a folder elsewhere, a folder without a manifest. Each test has its own INTERP_CACHE."""
+
+from __future__ import annotations
+
+import pytest
+
+from interp.cli import run
+from interp.models import load_model, tiny_hf_model
+from interp.models.converted import ensure_converted
+from interp.models.store import CachePathError, publish_folder
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("INTERP_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def convert_tiny(folder):
+    model, tokenizer = tiny_hf_model("tiny-llama")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def victim_folder(tmp_path):
+    victim = tmp_path / "victim"
+    (victim / "work").mkdir(parents=True)
+    (victim / "work" / "thesis.txt").write_text("years of work")
+    (victim / "config.json").write_text("{}")  # looks like a model folder with no manifest
+    return victim
+
+
+def intact(victim) -> bool:
+    return (victim / "work" / "thesis.txt").read_text() == "years of work" and (victim / "config.json").exists()
+
+
+def test_loading_the_embedded_model_through_a_foreign_link_deletes_nothing(tmp_path, own_cache):
+    victim = victim_folder(tmp_path)
+    (own_cache / "models").mkdir(parents=True)
+    (own_cache / "models" / "smollm2-135m").symlink_to(victim)
+    with pytest.raises(CachePathError) as refused:
+        load_model(device="cpu")
+    message = str(refused.value)
+    assert len(message.splitlines()) == 1 and str(victim) in message and "remove the link" in message
+    assert intact(victim) and (own_cache / "models" / "smollm2-135m").is_symlink()
+
+
+def test_a_script_refuses_a_foreign_link_in_one_line(tmp_path, own_cache, capsys):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyses"))
+    import show_heads
+
+    victim = victim_folder(tmp_path)
+    (own_cache / "models").mkdir(parents=True)
+    (own_cache / "models" / "smollm2-135m").symlink_to(victim)
+    argv = ["--model", "smollm2-135m", "--task", "UF", "--heads", "0.0", "--out", str(tmp_path / "view.html")]
+    assert run(show_heads.main, argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and "is a link to" in err
+    assert intact(victim)
+
+
+@pytest.mark.parametrize("target", ["outside", "another model's version"])
+def test_publishing_over_a_foreign_link_is_refused(tmp_path, target):
+    models = tmp_path / "cache" / "models"
+    if target == "outside":
+        victim = victim_folder(tmp_path)
+    else:  # the current version of another model must not be taken for this one's
+        victim = publish_folder(models / "other", convert_tiny).resolve()
+    (models / "tiny").parent.mkdir(parents=True, exist_ok=True)
+    (models / "tiny").symlink_to(victim)
+    before = sorted(p.name for p in victim.rglob("*"))
+    with pytest.raises(CachePathError, match="is a link to"):
+        publish_folder(models / "tiny", convert_tiny)
+    with pytest.raises(CachePathError, match="is a link to"):
+        ensure_converted(models / "tiny", convert_tiny, "tiny")
+    assert sorted(p.name for p in victim.rglob("*")) == before
+
+
+def test_a_link_swapped_in_during_a_conversion_is_not_deleted(tmp_path):
+    victim, models = victim_folder(tmp_path), tmp_path / "cache" / "models"
+    first = publish_folder(models / "tiny", convert_tiny).resolve()
+
+    def swap_then_convert(staging):  # someone points the link elsewhere while we convert
+        (models / "tiny").unlink()
+        (models / "tiny").symlink_to(victim)
+        convert_tiny(staging)
+
+    with pytest.raises(CachePathError, match="is a link to"):
+        publish_folder(models / "tiny", swap_then_convert)
+    assert intact(victim)
+    assert [p for p in models.iterdir() if p.name.startswith(".tiny.")] == [first]  # our staging went
+
+
+def test_a_folder_without_a_manifest_is_refused_not_replaced(tmp_path):
+    models = tmp_path / "cache" / "models"
+    models.mkdir(parents=True)
+    (models / "tiny").mkdir()
+    (models / "tiny" / "notes.txt").write_text("mine")
+    with pytest.raises(CachePathError, match="did not write"):
+        ensure_converted(models / "tiny", convert_tiny, "tiny")
+    assert (models / "tiny" / "notes.txt").read_text() == "mine"
