@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from interp.cli import Parser, existing_dir, fail, run
+from interp.cli import Parser, existing_dir, fail, run, writable_dir
 from interp.core.naming import result_stem
 from interp.core.tables import write_table
 from interp.figures import HTML_FORMATS, STATIC_FORMATS, save_figure
@@ -24,8 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(__doc__)
     parser.add_argument("--results", type=existing_dir, default=ROOT / "results", help="folder with the results tables")
-    parser.add_argument("--out", default=str(ROOT / "results"), help="where claims.* goes (default results/)")
-    parser.add_argument("--figures", default=str(ROOT / "figures"), help="where the figure goes (default figures/)")
+    parser.add_argument("--out", type=writable_dir, default=str(ROOT / "results"),
+                        help="where claims.* goes (default results/)")
+    parser.add_argument("--figures", type=writable_dir, default=str(ROOT / "figures"),
+                        help="where the figure goes (default figures/)")
     parser.add_argument("--formats", default="html,png", help="figure formats (default html,png; '' for none)")
     args = parser.parse_args(argv)
     formats = [f.strip().lower() for f in args.formats.split(",") if f.strip()]

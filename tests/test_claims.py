@@ -85,3 +85,127 @@ def test_claims_figure_has_one_mark_per_claim_and_model(results):
     claims = claim_rows(results)
     fig = claims_figure(claims)
     assert sum(len(t.x) for t in fig.data) == len(claims)
+
+
+# --------------------------------------------------------------------------- damaged and hostile tables
+
+import sys  # noqa: E402
+
+from interp.core.journal import RowJournal  # noqa: E402
+from interp.core.tables import stem_file, write_table  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyses"))
+
+
+def _replace(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize("value", ["inf", "-7", "99", "nan", "abc", "-inf"])
+def test_an_impossible_head_score_is_refused_naming_file_and_line(results, value):
+    _replace(results / "head_scores_m.csv", "0.93", value)
+    with pytest.raises(ValueError, match=rf"head_scores_m.csv, line 2: induction is '?{value}'?, expected a number "
+                                         rf"in \[0, 1\]"):
+        claim_rows(results)
+
+
+@pytest.mark.parametrize("old, new, fragment", [
+    ("m,UF,10,1.0,50", "m,UF,10,1.7,50", r"line 2: accuracy is 1.7, expected a number in \[0, 1\]"),
+    ("m,UF,10,1.0,50", "m,UF,10,-0.5,50", r"line 2: accuracy is -0.5, expected a number in \[0, 1\]"),
+    ("m,UF,10,1.0,50", "m,UF,10,1.0,0", r"line 2: n_examples is 0, expected an integer >= 1"),
+    ("m,UF,10,1.0,50", "m,UF,10,1.0,2.5", r"line 2: n_examples is 2.5, expected an integer >= 1"),
+    ("m,UF,10,1.0,50", "m,UF,10,abc,50", r"line 2: accuracy is 'abc', expected a number"),
+    ("m,UF,10,1.0,50", "m,UF,0,1.0,50", r"line 2: length is 0, expected an integer >= 1"),
+    ("m,UF,10,1.0,50", "m,,10,1.0,50", r"line 2: task is empty"),
+])
+def test_an_impossible_accuracy_row_is_refused_naming_file_and_line(results, old, new, fragment):
+    _replace(results / "directional_bias_m.csv", old, new)
+    with pytest.raises(ValueError, match=rf"directional_bias_m.csv, {fragment}"):
+        claim_rows(results)
+
+
+def test_a_row_written_twice_is_refused_not_counted_twice(results):
+    path = results / "directional_bias_m.csv"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([*lines, lines[1]]) + "\n")  # n would double, the interval narrow
+    with pytest.raises(ValueError, match=r"directional_bias_m.csv, lines 2 and 6: the same \(model, task, length\) twice"):
+        claim_rows(results)
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("", r"is empty \(not even a header\)"),
+    ("model,layer,head,induction\n", "has a header but no rows"),
+    ("model,induction\nm,0.9\n", r"lacks column\(s\) \['layer', 'head'\]"),
+])
+def test_an_empty_or_columnless_table_is_named_not_silently_dropped(results, text, fragment):
+    (results / "head_scores_m.csv").write_text(text)
+    with pytest.raises(ValueError, match=rf"head_scores_m.csv {fragment}"):
+        claim_rows(results)
+
+
+@pytest.mark.parametrize("name", ["=cmd|' -C calc'!A0", "@SUM(1+9)*cmd", "m|forged|row", "<img src=x onerror=alert(1)>",
+                                  "+SUM(1)", "-2+3", "a\\nb"])
+def test_a_hostile_model_name_is_refused(results, name):
+    path = results / "head_scores_m.csv"
+    path.write_text(path.read_text().replace("\nm,", f"\n\"{name}\","))
+    with pytest.raises(ValueError, match=r"head_scores_m.csv, line 2: model is .*expected a name"):
+        claim_rows(results)
+
+
+def test_a_hostile_name_in_a_file_name_is_refused(results):
+    (results / "directional_bias_m.csv").rename(results / "directional_bias_=HYPERLINK(x).csv")
+    with pytest.raises(ValueError, match=r"is not a model name or variant"):
+        claim_rows(results)
+
+
+def test_tables_escape_cells_for_each_format(tmp_path):
+    rows = [{"model": "=cmd|' -C calc'!A0", "value": "a|b\nc <img src=x onerror=y>", "gap": "- +0.00"}]
+    csv_path, _, md_path = write_table(rows, tmp_path / "t")
+    read = list(csv.reader(csv_path.open()))
+    assert read[1][0] == "'=cmd|' -C calc'!A0" and read[1][2] == "- +0.00"
+    md = md_path.read_text().splitlines()
+    assert len(md) == 3 and "<img" not in md[2] and md[2].count(" | ") == 2 and "a\\|b c &lt;img" in md[2]
+
+
+@pytest.mark.parametrize("make, fragment", [
+    (lambda r: (r / "ablation_x.csv").mkdir(), "ablation_x.csv is not a file"),
+    (lambda r: (r / "ablation_m.csv").write_text("model,task\nm,UF\n"), "ablation_m.csv lacks column(s)"),
+    (lambda r: _replace(r / "ablation_m.csv", "m,UF,10,1.0,50", "m,UF,10,1.0,0"), "n_examples is 0"),
+])
+def test_claims_script_problems_are_one_line_naming_the_file(results, capsys, make, fragment):
+    import claims
+
+    make(results)
+    code = claims.run(claims.main, ["--results", str(results), "--out", str(results / "out"), "--formats", ""])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and fragment in err[0] and str(results) in err[0], err
+
+
+def test_claims_script_refuses_a_file_as_out_before_reading(results, capsys):
+    import claims
+
+    (results / "out").write_text("x")
+    with pytest.raises(SystemExit) as exit_info:
+        claims.main(["--results", str(results), "--out", str(results / "out"), "--formats", ""])
+    assert exit_info.value.code == 2 and "argument --out: cannot write into" in capsys.readouterr().err
+
+
+def test_claims_figure_shows_names_as_text(results):
+    from interp.figures.claims import Claim
+
+    fig = claims_figure([Claim("UF > UB <b>", "m", "<img src=x>", 1.0, 0.9, 1.0, 40, "supports", "x.csv")])
+    assert "<img" not in fig.data[0].hovertext[0] and "<b>" not in fig.data[0].y[0]
+
+
+@pytest.mark.parametrize("accuracy", [float("nan"), 7.5, -0.1, float("inf")])
+def test_a_journal_row_with_an_impossible_accuracy_is_not_finished_work(tmp_path, accuracy, caplog):
+    stem = tmp_path / "ablation_m"
+    with RowJournal(stem, {"n": 1}, {"task": str, "accuracy": (int, float)}) as journal:
+        journal.add({"task": "UF", "accuracy": 0.5})
+        journal.add({"task": "UB", "accuracy": accuracy})
+        journal.add({"task": "UR", "cells": [{"accuracy": accuracy}], "accuracy": 0.5})
+    with RowJournal(stem, {"n": 1}, {"task": str, "accuracy": (int, float)}) as journal:
+        assert [r["task"] for r in journal.done()] == ["UF"]
+    assert f"{stem_file(stem, 'partial.jsonl')}:3: skipping a damaged journal line (accuracy is" in caplog.text

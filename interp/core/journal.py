@@ -58,6 +58,34 @@ def shape_problem(row: object, shape: RowShape) -> str | None:
     return f"wrong type of {wrong}" if wrong else None
 
 
+# Columns that hold a proportion wherever a row (or a row nested in it) has them.
+PROPORTIONS = ("accuracy", "token_accuracy")
+
+
+def value_problem(row: object) -> str | None:
+    """Why a row's numbers cannot be a finished measurement (None when they can): a proportion
+    outside [0, 1] or not a number, an ``n_examples`` below 0, anywhere in the row.
+
+    >>> value_problem({"accuracy": 0.5, "cells": [{"accuracy": 7.5}]})
+    'accuracy is 7.5, expected a number in [0, 1]'
+    >>> value_problem({"accuracy": None, "n_examples": 3}) is None
+    True
+    """
+    if isinstance(row, list):
+        return next((p for p in map(value_problem, row) if p), None)
+    if not isinstance(row, dict):
+        return None
+    for key, value in row.items():
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if key in PROPORTIONS and value is not None and not (number and 0 <= value <= 1):
+            return f"{key} is {value!r}, expected a number in [0, 1]"
+        if key == "n_examples" and value is not None and not (number and value >= 0 and float(value).is_integer()):
+            return f"{key} is {value!r}, expected a count"
+        if isinstance(value, (dict, list)) and (problem := value_problem(value)):
+            return problem
+    return None
+
+
 def _differences(old: object, new: Mapping) -> list[str]:
     if not isinstance(old, dict):
         return ["everything"]
@@ -135,7 +163,7 @@ class RowJournal:
             return "not a journal entry"
         if entry["digest"] != self.digest:
             return "a row of another configuration"
-        return shape_problem(entry["row"], self.shape)
+        return shape_problem(entry["row"], self.shape) or value_problem(entry["row"])
 
     def _rewrite(self) -> None:
         lines = [json.dumps({"digest": self.digest, "row": row}) + "\n" for row in self._rows]

@@ -122,12 +122,46 @@ def _format_value(value: object, digits: int = 3) -> str:
     return "" if value is None else str(value)
 
 
+def csv_cell(value: object) -> object:
+    """``value`` safe as a spreadsheet cell: text that a spreadsheet would run as a formula
+    (``=``, ``+``, ``@``, a tab, or ``-`` before anything but a number or a space) gets a leading ``'``.
+
+    >>> csv_cell("=cmd|' /C calc'!A0"), csv_cell("-SUM(1)"), csv_cell("- +0.00"), csv_cell("-0.5"), csv_cell(-0.5)
+    ("'=cmd|' /C calc'!A0", "'-SUM(1)", '- +0.00', '-0.5', -0.5)
+    """
+    if not isinstance(value, str) or not value or value[0] not in "=+-@\t\r":
+        return value
+    if value[0] == "-" and (value[1:2] in ("", " ") or _is_number(value)):
+        return value
+    return "'" + value
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def markdown_cell(text: str) -> str:
+    """``text`` as one Markdown table cell: a ``|`` or a line break cannot add cells or rows, and
+    no HTML tag reaches the rendered page.
+
+    >>> markdown_cell("a|b\\n<img src=x>")
+    'a\\\\|b &lt;img src=x>'
+    """
+    text = " ".join(str(text).splitlines())
+    return text.replace("<", "&lt;").replace("|", "\\|")  # without "<" no tag can open; ">" stays readable
+
+
 def _to_csv(rows: Sequence[Row], columns: Sequence[str] | None = None) -> str:
     rows = [as_mapping(row) for row in rows]
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=_columns(rows, columns), extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
+    cols = _columns(rows, columns)
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([csv_cell(c) for c in cols])
+    writer.writerows([csv_cell(row.get(c, "")) for c in cols] for row in rows)
     return buffer.getvalue()
 
 
@@ -142,8 +176,8 @@ def to_markdown(rows: Sequence[Row], columns: Sequence[str] | None = None, digit
     """
     rows = [as_mapping(row) for row in rows]
     cols = _columns(rows, columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    lines += ["| " + " | ".join(_format_value(row.get(c), digits) for c in cols) + " |" for row in rows]
+    lines = ["| " + " | ".join(map(markdown_cell, cols)) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    lines += ["| " + " | ".join(markdown_cell(_format_value(row.get(c), digits)) for c in cols) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -222,25 +256,44 @@ def read_csv(path: str | Path, required: Sequence[str] = ()) -> list[dict]:
     >>> read_csv(stem_file(stem, "csv"), required=["accuracy"])
     [{'task': 'UF', 'length': 10, 'accuracy': 0.5, 'note': None}]
     """
+    return [row for _, row in csv_lines(path, required)]
+
+
+def csv_lines(path: str | Path, required: Sequence[str] = ()) -> list[tuple[int, dict]]:
+    """``(line number, row)`` of each row of a results CSV, numbers parsed, for errors that name
+    the line; an empty file, a folder or a file without ``required`` columns is refused by name.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "accuracy.csv"
+    >>> _ = path.write_text("task,accuracy\\nUF,0.5\\n")
+    >>> csv_lines(path)
+    [(2, {'task': 'UF', 'accuracy': 0.5})]
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"results file {path} does not exist (run the analysis that writes it first)")
+    if not path.is_file():
+        raise ValueError(f"results file {path} is not a file")
     try:
         with path.open(encoding="utf-8", newline="") as handle:
             reader = csv.DictReader(handle)
-            missing = [c for c in required if c not in (reader.fieldnames or [])]
+            if not reader.fieldnames:
+                raise ValueError(f"results file {path} is empty (not even a header); re-run the analysis that writes it")
+            missing = [c for c in required if c not in reader.fieldnames]
             if missing:
                 raise ValueError(f"results file {path} lacks column(s) {missing}; it has {reader.fieldnames}")
             rows = []
             for row in reader:
                 if None in row or None in row.values():  # DictReader's marks of extra / missing fields
-                    have = len(reader.fieldnames or []) + len(row.get(None, [])) - list(row.values()).count(None)
+                    have = len(reader.fieldnames) + len(row.get(None, [])) - list(row.values()).count(None)
                     raise ValueError(f"results file {path}, line {reader.line_num}: {have} fields where the "
-                                     f"header has {len(reader.fieldnames or [])}")
-                rows.append({k: _parse_value(v) for k, v in row.items()})
+                                     f"header has {len(reader.fieldnames)}")
+                rows.append((reader.line_num, {k: _parse_value(v) for k, v in row.items()}))
             return rows
     except (UnicodeDecodeError, csv.Error) as err:
         raise ValueError(f"results file {path} is not a readable CSV table ({err})") from None
+    except OSError as err:
+        raise ValueError(f"results file {path} cannot be read ({err.strerror or err})") from None
 
 
 def _parse_value(text: str | None) -> object:

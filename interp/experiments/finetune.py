@@ -118,6 +118,10 @@ def _trainable_model(model_name: str, config: TrainConfig, torch_device: torch.d
 def _save_model(model: torch.nn.Module, tokenizer, config: TrainConfig, run_dir: Path) -> Path:
     """The trained model (LoRA merged in) and its tokenizer as ``run_dir/model``."""
     to_save = model.merge_and_unload() if config.lora is not None else model
+    bad = [name for name, p in to_save.named_parameters() if not torch.isfinite(p).all()]
+    if bad:  # a merged adapter can overflow where neither part did
+        raise ValueError(f"--save-model: the trained model has non-finite weights ({len(bad)} tensors, e.g. "
+                         f"{bad[0]}); nothing was saved to {run_dir / 'model'}")
 
     def write(folder: Path) -> None:
         to_save.save_pretrained(folder)

@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from interp.core.naming import model_label, result_files, split_result_stem
+from interp.core.published import NAME, read_published
 from interp.core.stats import difference_interval
-from interp.core.tables import read_csv
 
 STRONG, WEAK = 0.5, 0.2
 FLOOR = 0.2  # below this baseline accuracy an ablation or edge removal has nothing to break
@@ -199,10 +199,11 @@ def claim_rows(results_dir: str | Path) -> list[Claim]:
     claims: list[Claim] = []
     for kind, reader in READERS.items():
         for path in result_files(results_dir, kind):
-            rows = read_csv(path)
-            if not rows:
-                continue
+            rows = read_published(path, kind)  # refuses what would give a confident wrong verdict
             rest = split_result_stem(path.stem)[1]
+            if rest and not NAME.fullmatch(rest):
+                raise ValueError(f"results file {path}: {rest!r} is not a model name or variant (letters, digits "
+                                 f"and . _ + -)")
             if kind == "from_scratch":  # a table of its own models, named by its preset
                 raw = "from scratch" + (f", {rest}" if rest else "")
             else:
@@ -256,12 +257,16 @@ def claims_figure(claims: Sequence[Claim]):
     >>> [trace.name for trace in fig.data], list(fig.data[1].text)
     (['supports', 'inconclusive'], ['+0.05'])
     """
+    from html import escape
+
     import plotly.graph_objects as go
 
     from interp.figures.style import OKABE_ITO, style
 
     colours = {"supports": OKABE_ITO["green"], "contradicts": OKABE_ITO["vermillion"],
                "inconclusive": OKABE_ITO["yellow"], "cannot test": OKABE_ITO["grey"]}
+    # plotly renders a subset of HTML in labels: names from tables are shown as text, never as tags
+    claims = [replace(c, claim=escape(c.claim), model=escape(c.model), value=escape(c.value)) for c in claims]
     names = list(dict.fromkeys(c.claim for c in claims))
     models = list(dict.fromkeys(c.model for c in claims))
     fig = go.Figure()

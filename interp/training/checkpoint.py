@@ -78,7 +78,11 @@ def check_run_dir(run_dir: str | Path | None, argument: str = "run_dir") -> None
         if folder.exists():
             if not folder.is_dir():
                 raise ValueError(f"{argument}: {path} cannot be a run folder: {folder} is a file")
-            return
+            break
+    for name in (CHECKPOINT_NAME, LEGACY_CHECKPOINT_NAME):  # a checkpoint could never be written over these
+        if (path / name).exists() and not (path / name).is_file():
+            raise ValueError(f"{argument}: {path / name} is not a file, so no checkpoint can be written there; "
+                             f"remove it or choose another run folder")
 
 
 def save_checkpoint(path: Path, payload: dict) -> None:
@@ -179,21 +183,65 @@ def restore(path: Path, model: torch.nn.Module, optimizer, scheduler, scaler, co
     [[0.0, 0.0]]
     """
     payload = read_checkpoint(path)
+    _check_step(path, payload["step"], config)
     saved, current = _comparable(payload["config"]), _comparable(config.as_dict())
     if saved != current:
         diff = {k: (saved.get(k), current.get(k)) for k in set(saved) | set(current) if saved.get(k) != current.get(k)}
         raise ValueError(f"checkpoint {path} was made with a different configuration {diff} "
                          f"(saved, now); pass resume=False (--no-resume) or another run folder")
-    params = dict(model.named_parameters())
-    missing = [n for n in payload["model"] if n not in params]
-    if missing:
-        raise ValueError(f"checkpoint {path} holds parameters this model lacks: {missing[:5]}")
+    _check_weights(path, payload["model"], dict(model.named_parameters()))
+    _check_finite(path, "optimizer state", payload["optimizer"])
+    try:  # what is left can only be refused by the loaders themselves
+        optimizer.load_state_dict(payload["optimizer"])
+        scheduler.load_state_dict(payload["scheduler"])
+        if scaler is not None and payload.get("scaler") is not None:
+            scaler.load_state_dict(payload["scaler"])
+        _set_rng_state(payload["rng"])
+        history, losses = list(payload["history"]), [(int(s), float(l)) for s, l in payload["losses"]]
+    except (RuntimeError, TypeError, ValueError, KeyError, IndexError, AttributeError) as err:
+        raise CheckpointUnreadable(f"checkpoint {path} holds a damaged optimizer, scheduler or RNG state "
+                                   f"({type(err).__name__}: {first_line(err)}); {WAY_OUT}") from None
     with torch.no_grad():
+        params = dict(model.named_parameters())
         for name, value in payload["model"].items():
             params[name].copy_(value)
-    optimizer.load_state_dict(payload["optimizer"])
-    scheduler.load_state_dict(payload["scheduler"])
-    if scaler is not None and payload.get("scaler") is not None:
-        scaler.load_state_dict(payload["scaler"])
-    _set_rng_state(payload["rng"])
-    return payload["step"], payload["history"], payload["losses"], payload.get("stopped", False)
+    return payload["step"], history, losses, payload.get("stopped", False)
+
+
+def _check_step(path: Path, step: object, config: TrainConfig) -> None:
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= config.steps:
+        raise CheckpointUnreadable(f"checkpoint {path} has step {step!r}, expected an integer from 0 to "
+                                   f"{config.steps}; {WAY_OUT}")
+
+
+def _check_weights(path: Path, saved: object, params: dict[str, Tensor]) -> None:
+    """Every saved weight is a finite tensor of a parameter this model has, in its shape."""
+    if not isinstance(saved, dict):
+        raise CheckpointUnreadable(f"checkpoint {path} holds no weights table; {WAY_OUT}")
+    missing = [n for n in saved if n not in params]
+    if missing:
+        raise ValueError(f"checkpoint {path} holds parameters this model lacks: {missing[:5]}")
+    for name, value in saved.items():
+        if not isinstance(value, Tensor) or value.shape != params[name].shape:
+            got = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
+            raise CheckpointUnreadable(f"checkpoint {path}: weight {name} is {got} where the model's is "
+                                       f"{tuple(params[name].shape)}; {WAY_OUT}")
+    _check_finite(path, "weights", saved)
+
+
+def _check_finite(path: Path, what: str, tree: object) -> None:
+    """Refuse a checkpoint whose run had already diverged: resuming it would train on NaN."""
+    bad = [name for name, tensor in _tensors(tree) if tensor.is_floating_point() and not torch.isfinite(tensor).all()]
+    if bad:
+        raise CheckpointUnreadable(f"checkpoint {path} holds non-finite {what} ({len(bad)} tensors, e.g. {bad[0]}): "
+                                   f"the run it saved had diverged; {WAY_OUT}")
+
+
+def _tensors(tree: object, path: str = "") -> list[tuple[str, Tensor]]:
+    if isinstance(tree, Tensor):
+        return [(path, tree)]
+    if isinstance(tree, dict):
+        return [t for key, value in tree.items() for t in _tensors(value, f"{path}.{key}".lstrip("."))]
+    if isinstance(tree, (list, tuple)):
+        return [t for i, value in enumerate(tree) for t in _tensors(value, f"{path}.{i}".lstrip("."))]
+    return []

@@ -19,8 +19,8 @@ from interp.measure.batching import pad_token_id
 from interp.models import tokenizer_adds_bos
 from interp.data.tasks import ALNUM
 from interp.data.vocab import single_token_vocabulary
-from interp.training.checkpoint import (CHECKPOINT_NAME, check_run_dir, find_checkpoint, restore, rng_state,
-                                        save_checkpoint, trainable_state)
+from interp.training.checkpoint import (CHECKPOINT_NAME, WAY_OUT, CheckpointUnreadable, check_run_dir, find_checkpoint,
+                                        restore, rng_state, save_checkpoint, trainable_state)
 from interp.training.config import TrainConfig, check_lengths
 from interp.training.data import base_model, batch_loss, collate, training_items
 from interp.training.evaluation import LengthScore, autocast_context, evaluate_lengths
@@ -164,9 +164,13 @@ def train(model: torch.nn.Module, tokenizer, config: TrainConfig, run_dir: str |
                                    run.scheduler, run.scaler, autocast)
             check_finite_loss(loss, step, config)
             run.losses.append((step, loss))
-            if config.eval_examples and (step % config.eval_every == 0 or step == config.steps):
+            evaluates = config.eval_examples and (step % config.eval_every == 0 or step == config.steps)
+            if evaluates or step % config.checkpoint_every == 0 or step == config.steps:
+                check_finite_weights(model, step, config)  # the last step's update has no later loss to show it
+            if evaluates:
                 since = [l for s, l in run.losses if s > step - config.eval_every]
                 run.evaluate(step, sum(since) / len(since))
+                check_finite_evaluation(run.history, step, config)
                 run.stopped = _reached(config, run.history, step) and step < config.steps
             if step % config.checkpoint_every == 0 or step == config.steps or run.stopped:
                 run.checkpoint(step)
@@ -199,8 +203,12 @@ def _starting_point(found: Path | None, run: _Run,
         random.seed(config.seed)
         return 0, [], [], False
     start, history, losses, stopped = restore(found, run.model, run.optimizer, run.scheduler, run.scaler, config)
+    try:
+        rows = [row_from_mapping(EvaluationRow, row) for row in history]
+    except TypeError as err:
+        raise CheckpointUnreadable(f"checkpoint {found} holds a damaged history ({err}); {WAY_OUT}") from None
     logger.info("resumed %s from step %d", found, start)
-    return start, [row_from_mapping(EvaluationRow, row) for row in history], losses, stopped
+    return start, rows, losses, stopped
 
 
 def _optimizer_step(model: torch.nn.Module, config: TrainConfig, step: int, tokenizer, vocabulary, prepend_bos: bool, pad_id: int,
@@ -238,9 +246,34 @@ def check_finite_loss(loss: float, step: int, config: TrainConfig) -> None:
     >>> check_finite_loss(2.5, 1, TrainConfig())
     """
     if not math.isfinite(loss):
-        raise TrainingDiverged(f"training diverged: the loss is {loss} at step {step} (lr={config.lr:g}, "
-                               f"weight_decay={config.weight_decay:g}, max_grad_norm={config.max_grad_norm:g}); "
-                               f"nothing after the last checkpoint was kept: lower --lr and start again")
+        raise _diverged(f"the loss is {loss} at step {step}", config)
+
+
+def check_finite_weights(model: torch.nn.Module, step: int, config: TrainConfig) -> None:
+    """Stop a run whose update left weights that are not numbers, before they are checkpointed.
+
+    >>> check_finite_weights(torch.nn.Linear(2, 1), 1, TrainConfig())
+    """
+    bad = [name for name, p in model.named_parameters() if p.requires_grad and not torch.isfinite(p).all()]
+    if bad:
+        raise _diverged(f"{len(bad)} weight tensors are not finite after step {step} (e.g. {bad[0]})", config)
+
+
+def check_finite_evaluation(history: list[EvaluationRow], step: int, config: TrainConfig) -> None:
+    """Stop a run whose model scores its evaluation with a loss that is not a number.
+
+    >>> check_finite_evaluation([], 1, TrainConfig())
+    """
+    bad = [row for row in history if row.step == step and not math.isfinite(row.loss)]
+    if bad:
+        raise _diverged(f"the evaluation loss is {bad[0].loss} at step {step} ({bad[0].split} length "
+                        f"{bad[0].length})", config)
+
+
+def _diverged(what: str, config: TrainConfig) -> TrainingDiverged:
+    return TrainingDiverged(f"training diverged: {what} (lr={config.lr:g}, weight_decay={config.weight_decay:g}, "
+                            f"max_grad_norm={config.max_grad_norm:g}); nothing after the last checkpoint was kept: "
+                            f"lower --lr and start again")
 
 
 def _reached(config: TrainConfig, history: list[EvaluationRow], step: int) -> bool:
