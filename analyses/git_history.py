@@ -5,17 +5,22 @@ reversed (cherry-pick, backward copy); exact-match accuracy per order and histor
     python analyses/git_history.py --commits 10,15,20,25,35 --shots 5 --examples 100   # paper-sized
     python analyses/git_history.py --generate             # also score free generations line by line
 
-Writes ``results/git_history.{csv,json,md}``.
+Writes ``<out>/git_history_<model>.{csv,json,md}``. A killed run started again with the same
+arguments resumes from its finished (task, length) cells.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict
 
 from interp.cli import (Parser, add_model_args, add_output_args, load_model_from_args, name_list, non_negative_int,
-                        positive_int, positive_int_list, run, seed)
+                        positive_int, positive_int_list, result_stem_from_args, run, seed)
+from interp.core.journal import RowJournal
+from interp.core.locking import TableLock
 from interp.core.naming import model_name
-from interp.experiments.realistic.git_history import GIT_TASKS, GitConfig, describe, run_git, write_git_table
+from interp.experiments.realistic.git_history import (GIT_COLUMNS, GIT_ROW_SHAPE, GIT_SCORING, GIT_TASKS, GitConfig,
+                                                      describe, run_git)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,10 +44,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = GitConfig(n_commits=tuple(args.commits), n_examples=args.examples, n_shots=args.shots,
                        tasks=tuple(args.tasks), instruction=not args.no_instruction, seed=args.seed)
-    model = load_model_from_args(args)
-    rows = run_git(model, config, batch_size=args.batch_size, generate=args.generate, progress=not args.quiet,
-                   model_name=model_name(model))
-    paths = write_git_table(rows, args.out, metadata={"args": vars(args)})
+    stem = result_stem_from_args(args, "git_history")
+    run_config = {"model": args.model, "adapter": args.adapter, "dtype": args.dtype, "config": asdict(config),
+                  "generate": args.generate}
+    with TableLock(stem) as lock:  # before the model loads: a second run on this table is refused at once
+        model = load_model_from_args(args)
+        journal = RowJournal(stem, run_config, GIT_ROW_SHAPE, lock=lock)
+        rows = run_git(model, config, batch_size=args.batch_size, generate=args.generate, progress=not args.quiet,
+                       model_name=model_name(model), journal=journal)
+        paths = journal.finish(rows, GIT_COLUMNS, metadata={**journal.config, "scoring": GIT_SCORING})
     print(describe(rows))
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0

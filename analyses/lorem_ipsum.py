@@ -5,17 +5,23 @@ the token there ambiguous (its predecessor has several successors in the paragra
     python analyses/lorem_ipsum.py --max-tokens 500 --paragraphs 100   # the paper's paragraph size
     python analyses/lorem_ipsum.py --generate            # add free generation + alignment (slow)
 
-Writes ``results/lorem_ipsum.{csv,json,md}`` (one row per paragraph) and
-``results/lorem_ipsum_summary.{csv,json,md}``.
+Writes ``<out>/lorem_ipsum_<model>.{csv,json,md}`` (one row per paragraph) and
+``<out>/lorem_ipsum_summary_<model>.{csv,json,md}``. A killed run started again with the same
+arguments resumes from its finished paragraphs.
 """
 
 from __future__ import annotations
 
 import sys
 
-from interp.cli import Parser, add_model_args, add_output_args, load_model_from_args, positive_int, run, seed
+from dataclasses import asdict
+
+from interp.cli import (Parser, add_model_args, add_output_args, load_model_from_args, positive_int,
+                        result_stem_from_args, run, seed)
+from interp.core.journal import RowJournal
+from interp.core.locking import TableLock
 from interp.core.naming import model_name
-from interp.experiments.realistic.lorem import LoremConfig, describe, run_lorem, write_lorem_tables
+from interp.experiments.realistic.lorem import COPY_ROW_SHAPE, LoremConfig, describe, run_lorem, write_lorem_tables
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,10 +45,16 @@ def main(argv: list[str] | None = None) -> int:
                              n_shots=args.shots, rule=not args.no_rule)
     except ValueError as err:
         parser.error(str(err))
-    model = load_model_from_args(args)
-    lorem = run_lorem(model, config, batch_size=args.batch_size, generate=args.generate, progress=not args.quiet,
-                      model_name=model_name(model))
-    paths = write_lorem_tables(lorem, args.out, metadata={"args": vars(args)})
+    stem = result_stem_from_args(args, "lorem_ipsum")
+    run_config = {"model": args.model, "adapter": args.adapter, "dtype": args.dtype, "config": asdict(config),
+                  "generate": args.generate}
+    with TableLock(stem) as lock:  # before the model loads: a second run on this table is refused at once
+        model = load_model_from_args(args)
+        journal = RowJournal(stem, run_config, COPY_ROW_SHAPE, lock=lock)
+        lorem = run_lorem(model, config, batch_size=args.batch_size, generate=args.generate,
+                          progress=not args.quiet, model_name=model_name(model), journal=journal)
+        paths = write_lorem_tables(lorem, args.out, metadata=journal.config)
+        journal.path.unlink(missing_ok=True)  # the paragraph table is written: nothing left to resume
     print(describe(lorem.summary))
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0

@@ -14,7 +14,7 @@ from interp.experiments.realistic.common import (TextPrompt, encode_text_prompt,
                                      teacher_forced_scores)
 from interp.experiments.realistic.git_history import (GIT_ACTIONS, GIT_TOPICS, GitConfig, History, answer_text, evaluate_git,
                                           expected_lines, git_examples, git_prompt, lines_match, parse_answer_lines,
-                                          random_history, run_git, write_git_table)
+                                          random_history, run_git, write_git_table, GitRow)
 from interp.experiments.realistic.lorem import analyse_copy, echo_prompt, run_lorem, summarize_copies, write_lorem_tables
 from interp.experiments.realistic.lorem_text import (ECHO_DEMOS, LoremConfig, lorem_paragraph, lorem_paragraphs,
                                                      scramble_round, truncate)
@@ -312,8 +312,9 @@ def test_pipelines_on_tiny_model(tiny, tmp_path):
 
     git_config = GitConfig(n_commits=(2, 3), n_examples=2, n_shots=1, instruction=False)
     git_rows = run_git(tiny, git_config, progress=False, model_name="tiny-llama")
+    # both orders of a length before the next length: a run cut short still leaves paired cells
     assert [(r.task, r.order, r.n_commits) for r in git_rows] == [
-        ("revert", "forward", 2), ("revert", "forward", 3), ("cherry-pick", "reversed", 2), ("cherry-pick", "reversed", 3)]
+        ("revert", "forward", 2), ("cherry-pick", "reversed", 2), ("revert", "forward", 3), ("cherry-pick", "reversed", 3)]
     for row in git_rows:
         assert row.n_examples == 2 and 0 <= row.accuracy <= 1 and row.generate_accuracy is None
         assert row.natural_split == 1.0
@@ -323,6 +324,106 @@ def test_pipelines_on_tiny_model(tiny, tmp_path):
     write_git_table(git_rows, tmp_path)
     header = (tmp_path / "git_history_tiny-llama.csv").read_text().splitlines()[0].split(",")
     assert header[:7] == ["model", "task", "order", "n_commits", "n_examples", "accuracy", "stderr"]
+
+
+def test_git_run_resumes_from_its_journal(tiny, tmp_path, monkeypatch):
+    from interp.core.journal import RowJournal
+    from interp.experiments.realistic import git_history
+
+    config = GitConfig(n_commits=(2, 3), n_examples=2, n_shots=0, instruction=False)
+    with RowJournal(tmp_path / "git_history_tiny-llama", {"run": 1}, git_history.GIT_ROW_SHAPE) as journal:
+        first = run_git(tiny, config, progress=False, model_name="tiny-llama", journal=journal)
+        assert len(journal.done()) == 4
+    calls = []
+    real = git_history.evaluate_git
+    monkeypatch.setattr(git_history, "evaluate_git", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    with RowJournal(tmp_path / "git_history_tiny-llama", {"run": 1}, git_history.GIT_ROW_SHAPE) as journal:
+        journal._rows = journal._rows[:2]  # as if killed after the first length
+        again = run_git(tiny, config, progress=False, model_name="tiny-llama", journal=journal)
+    assert again == first and calls == [3, 3]  # only the unfinished length ran again
+
+
+def test_lorem_run_resumes_from_its_journal(tiny, tmp_path, monkeypatch):
+    from interp.core.journal import RowJournal
+    from interp.experiments.realistic import lorem
+
+    config = LoremConfig(n_paragraphs=3, max_tokens=30, n_shots=0, rule=False)
+    with RowJournal(tmp_path / "lorem_ipsum_tiny-llama", {"run": 1}, lorem.COPY_ROW_SHAPE) as journal:
+        first = run_lorem(tiny, config, batch_size=2, progress=False, model_name="tiny-llama", journal=journal)
+        assert [row["paragraph"] for row in journal.done()] == [0, 1, 2]
+    sizes = []
+    real = lorem.teacher_forced_scores
+    monkeypatch.setattr(lorem, "teacher_forced_scores", lambda m, batch, *a, **k: sizes.append(len(batch)) or real(m, batch, *a, **k))
+    with RowJournal(tmp_path / "lorem_ipsum_tiny-llama", {"run": 1}, lorem.COPY_ROW_SHAPE) as journal:
+        journal._rows = journal._rows[:2]  # as if killed after the first batch
+        again = run_lorem(tiny, config, batch_size=2, progress=False, model_name="tiny-llama", journal=journal)
+    same = lambda a, b: json.dumps(a) == json.dumps(b)  # NaN (no ambiguous position) reads back as NaN
+    assert same([r.as_row() for r in again.results], [r.as_row() for r in first.results])
+    assert same(again.summary.as_row(), first.summary.as_row()) and sizes == [1]
+    n = first.summary.n_ambiguous_positions + first.summary.n_unambiguous_positions
+    assert n == sum(r.n_tokens + 1 for r in first.results) and first.summary.n_ambiguous_positions > 0
+
+
+# --------------------------------------------------------------------------- published tables: claims and figures
+
+
+def _git_row(task: str, n_commits: int, hits: int, n: int = 20, model: str = "m") -> GitRow:
+    from interp.experiments.realistic.git_history import ORDER
+
+    return GitRow(model=model, task=task, order=ORDER[task], n_commits=n_commits, n_examples=n, accuracy=hits / n,
+                  stderr=0.0, token_accuracy=0.5, mean_logprob=-1.0, generate_accuracy=None, natural_split=1.0,
+                  n_shots=2, seed=0)
+
+
+@pytest.fixture
+def realistic_results(tmp_path):
+    from interp.core.tables import write_table
+    from interp.experiments.realistic.lorem import LoremSummary
+
+    write_git_table([_git_row("revert", 10, 18), _git_row("cherry-pick", 10, 2),   # forward wins clearly
+                     _git_row("revert", 20, 0), _git_row("cherry-pick", 20, 0),    # both at 0
+                     _git_row("revert", 35, 1), _git_row("cherry-pick", 35, 15)], tmp_path)  # reversed
+    summary = LoremSummary(model="m", n_paragraphs=16, max_tokens=200, mean_tokens=190.0, accuracy=0.25, stderr=0.1,
+                           base_rate=0.1, n_departures=12, share_departures_ambiguous=0.5, share_stderr=0.1, p_value=0.01,
+                           mean_transition_index=50.0, n_primed_departures=12, share_primed_departures_ambiguous=0.5,
+                           primed_p_value=0.01, n_tf_departures=60, share_tf_departures_ambiguous=0.5, tf_p_value=0.01,
+                           tf_accuracy_ambiguous=270 / 300, tf_accuracy_unambiguous=2730 / 2760, n_edits=None,
+                           share_edits_ambiguous=None, n_shots=2, seed=0, n_ambiguous_positions=300,
+                           n_unambiguous_positions=2760)
+    write_table([summary.as_row()], tmp_path / "lorem_ipsum_summary_m")
+    return tmp_path
+
+
+def test_realistic_claims_per_length_and_position_kind(realistic_results):
+    from interp.core.stats import difference_interval
+    from interp.figures.claims import claim_rows
+
+    claims = {c.claim: c for c in claim_rows(realistic_results)}
+    git = {int(name.rsplit("N=", 1)[1]): c for name, c in claims.items() if name.startswith("git history")}
+    assert {n: c.verdict for n, c in git.items()} == {10: "supports", 20: "cannot test", 35: "contradicts"}
+    d, lo, hi = difference_interval((18, 20), (2, 20))
+    assert (git[10].estimate, git[10].lo, git[10].hi, git[10].n) == (pytest.approx(d), pytest.approx(lo), pytest.approx(hi), 40)
+    assert git[10].value == "revert 0.90 vs cherry-pick 0.10" and git[10].source == "git_history_m.csv"
+    (lorem_claim,) = [c for name, c in claims.items() if name.startswith("Lorem Ipsum")]
+    d, lo, hi = difference_interval((2730, 2760), (270, 300))
+    assert lorem_claim.verdict == "supports" and lorem_claim.n == 3060
+    assert (lorem_claim.estimate, lorem_claim.lo, lorem_claim.hi) == (pytest.approx(d), pytest.approx(lo), pytest.approx(hi))
+    assert "unambiguous 0.9891 vs ambiguous 0.9000" in lorem_claim.value and ".9996 / .9643" in lorem_claim.value
+
+
+def test_realistic_figures_are_built_from_the_tables(realistic_results):
+    from interp.figures.build import build_figures
+
+    figures, errors = build_figures(realistic_results, log=lambda line: None)
+    figures = dict(figures)
+    assert errors == [] and {"git_history_m", "lorem_ipsum"} <= set(figures)
+    revert, cherry = figures["git_history_m"].data
+    assert list(revert.x) == [10, 20, 35] and list(revert.y) == [90.0, 0.0, 5.0] and list(cherry.y) == [10.0, 0.0, 75.0]
+    unambiguous, ambiguous = figures["lorem_ipsum"].data
+    assert list(unambiguous.x) == ["m", "Llama-3.1-8B (paper)"] and ambiguous.y[-1] == pytest.approx(96.43)
+    (realistic_results / "git_history_m.csv").write_text("model,task,n_commits,n_examples,accuracy\nm,revert,10,20,7.5\n")
+    figures, errors = build_figures(realistic_results, log=lambda line: None)
+    assert "git_history_m" not in dict(figures) and len(errors) == 1 and "git_history_m.csv" in errors[0]
 
 
 def test_context_overflow_is_a_clear_error(tiny):

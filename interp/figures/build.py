@@ -14,6 +14,7 @@ from interp.figures.edges import edge_figures
 from interp.figures.accuracy import accuracy_length_figure
 from interp.figures.export import STATIC_FORMATS, StaticExporter, save_figure
 from interp.figures.heads import head_scores_figure, head_sweep_figure
+from interp.figures.realistic import realistic_figures
 from interp.figures.rows import BAD_TABLE_ERRORS, Rows, load_results, models_in, table_error
 from interp.figures.training import finetune_figure, finetune_summary_figure, from_scratch_figure
 
@@ -58,7 +59,7 @@ def build_figures(results_dir: str | Path, model: str | None = None,
     results_dir = Path(results_dir)
     figures: list[tuple[str, go.Figure]] = []
     errors: list[str] = []
-    for make in (_per_model_figures, _from_scratch_figures, _finetune_figures):
+    for make in (_per_model_figures, _from_scratch_figures, _finetune_figures, realistic_figures):
         made, failed = make(results_dir, model, log)
         figures += made
         errors += failed

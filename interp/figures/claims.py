@@ -169,9 +169,51 @@ def _scratch_claims(model: str, rows: Rows, source: str) -> list[Claim]:
     return claims
 
 
+# The paper's Lorem Ipsum scores (Llama-3.1-8B, unambiguous / ambiguous transitions), quoted beside ours.
+LOREM_REFERENCE = "Llama-3.1-8B .9996 / .9643"
+
+
+def _realistic_claims(model: str, rows: Rows, source: str) -> list[Claim]:
+    """The realistic tasks: git history (revert, a forward copy, beats cherry-pick, a backward one,
+    at each history length N) and Lorem Ipsum (copying is more accurate at unambiguous positions,
+    whose token has one successor in the paragraph, than at ambiguous ones).
+
+    >>> git = [{"task": t, "n_commits": 10, "n_examples": 20, "accuracy": a} for t, a in (("revert", 0.9), ("cherry-pick", 0.1))]
+    >>> [(c.claim, c.verdict) for c in _realistic_claims("m", git, "git_history_m.csv")]
+    [('git history: revert > cherry-pick (forward beats backward copy), N=10', 'supports')]
+    """
+    if rows and "n_commits" in rows[0]:
+        claims = []
+        for n in sorted({int(r["n_commits"]) for r in rows}):
+            forward = [r for r in rows if r["task"] == "revert" and int(r["n_commits"]) == n]
+            backward = [r for r in rows if r["task"] == "cherry-pick" and int(r["n_commits"]) == n]
+            if forward and backward:
+                found = _gap_claim(f"git history: revert > cherry-pick (forward beats backward copy), N={n}", model,
+                                   [{**r, "task": "revert", "length": n} for r in forward]
+                                   + [{**r, "task": "cherry-pick", "length": n} for r in backward],
+                                   source, "revert", "cherry-pick")
+                claims.append(replace(found, value=found.value.replace(f" (lengths {n})", "")))
+        return claims
+    claims = []
+    for r in rows:
+        if not r.get("n_ambiguous_positions") or not r.get("n_unambiguous_positions"):
+            continue  # a summary written before the position counts were kept
+        clear = (round(float(r["tf_accuracy_unambiguous"]) * int(r["n_unambiguous_positions"])), int(r["n_unambiguous_positions"]))
+        ambiguous = (round(float(r["tf_accuracy_ambiguous"]) * int(r["n_ambiguous_positions"])), int(r["n_ambiguous_positions"]))
+        d, lo, hi = difference_interval(clear, ambiguous)
+        value = (f"unambiguous {clear[0] / clear[1]:.4f} vs ambiguous {ambiguous[0] / ambiguous[1]:.4f} "
+                 f"({LOREM_REFERENCE}); exact copies {float(r['accuracy']):.2f} of {int(r['n_paragraphs'])}")
+        claims.append(Claim("Lorem Ipsum: copying is more accurate at unambiguous than at ambiguous positions", model,
+                            value, d, lo, hi, clear[1] + ambiguous[1], _verdict(lo, hi), source,
+                            f"teacher-forced positions pooled over {int(r['n_paragraphs'])} paragraphs "
+                            "(not independent within one: the interval is optimistic)"))
+    return claims
+
+
 READERS: dict[str, Callable[[str, Rows, str], list[Claim]]] = {
     "directional_bias": _directional_claims, "head_scores": _head_score_claims, "ablation": _ablation_claims,
     "edge_patching": _edge_claims, "from_scratch": _scratch_claims,
+    "git_history": _realistic_claims, "lorem_ipsum_summary": _realistic_claims,
 }
 
 

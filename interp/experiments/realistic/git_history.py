@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, get_args
 
@@ -35,7 +35,8 @@ from interp.measure.batching import Hook
 from interp.measure.encoding import resolve_prepend_bos
 from interp.prompts import AnswerEnd, PromptConfig
 from interp.core.naming import result_stem
-from interp.core.tables import write_table
+from interp.core.journal import NUMBER, OPTIONAL_NUMBER, RowJournal, RowShape
+from interp.core.tables import row_from_mapping, write_table
 from interp.measure.teacher_forcing import Accuracy
 from interp.experiments.realistic.common import (TextPrompt, encode_text_prompt, first_tokens, greedy_answers, split_is_natural,
                      teacher_forced_scores)
@@ -277,6 +278,10 @@ class GitRow:
 
 
 GIT_COLUMNS = [f.name for f in fields(GitRow)]
+GIT_SCORING = "teacher-forced exact match of every answer token, then <end>"
+# What a journal line must hold to be reused as a finished cell.
+GIT_ROW_SHAPE: RowShape = {"model": str, "task": str, "n_commits": int, "n_examples": int, "accuracy": NUMBER,
+                           "stderr": NUMBER, "generate_accuracy": OPTIONAL_NUMBER}
 
 
 def evaluate_git(model: TransformerBridge, task: str, n_commits: int, config: GitConfig = GitConfig(), *,
@@ -313,17 +318,29 @@ def evaluate_git(model: TransformerBridge, task: str, n_commits: int, config: Gi
 
 
 def run_git(model: TransformerBridge, config: GitConfig = GitConfig(), *, batch_size: int = 4, generate: bool = False,
-            fwd_hooks: Sequence[Hook] = (), progress: bool = True, model_name: str = "") -> list[GitRow]:
-    """Every task of ``config`` at every history length, as rows (forward order first).
+            fwd_hooks: Sequence[Hook] = (), progress: bool = True, model_name: str = "",
+            journal: RowJournal | None = None) -> list[GitRow]:
+    """Every task of ``config`` at every history length, as rows (per length, forward order first). With a
+    ``journal`` each finished cell is recorded, and cells an earlier run finished are reused.
 
     >>> rows = run_git(load_model("smollm2-135m"), GitConfig(n_commits=(5,)), progress=False)  # doctest: +SKIP
     >>> [(row.task, row.n_commits) for row in rows]  # doctest: +SKIP
     [('revert', 5), ('cherry-pick', 5)]
     """
-    cells = [(task, n) for task in config.tasks for n in config.n_commits]
-    return [evaluate_git(model, task, n, config, batch_size=batch_size, generate=generate, fwd_hooks=fwd_hooks,
-                         progress=progress, model_name=model_name)
-            for task, n in tqdm(cells, desc="git history", disable=not progress)]
+    done = {(r.task, r.n_commits): r
+            for r in (row_from_mapping(GitRow, values) for values in (journal.done() if journal else []))}
+    rows = []
+    # both orders of one length before the next length: a run cut short still leaves paired cells
+    for n, task in tqdm([(n, task) for n in config.n_commits for task in config.tasks], desc="git history",
+                        disable=not progress):
+        row = done.get((task, n))
+        if row is None:
+            row = evaluate_git(model, task, n, config, batch_size=batch_size, generate=generate, fwd_hooks=fwd_hooks,
+                               progress=progress, model_name=model_name)
+            if journal is not None:
+                journal.add(asdict(row))
+        rows.append(row)
+    return rows
 
 
 def write_git_table(rows: Sequence[GitRow], out_dir: str | Path, metadata: Mapping | None = None) -> list[Path]:
@@ -336,7 +353,7 @@ def write_git_table(rows: Sequence[GitRow], out_dir: str | Path, metadata: Mappi
     >>> [path.name for path in write_git_table([row], tempfile.mkdtemp())]
     ['git_history_tiny.csv', 'git_history_tiny.json', 'git_history_tiny.md']
     """
-    meta = {**(metadata or {}), "scoring": "teacher-forced exact match of every answer token, then <end>"}
+    meta = {**(metadata or {}), "scoring": GIT_SCORING}
     model = rows[0].model if rows and rows[0].model else None
     return write_table(rows, result_stem(out_dir, "git_history", model), metadata=meta)
 

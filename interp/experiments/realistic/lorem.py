@@ -16,14 +16,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tqdm.auto import tqdm
+
 from interp.measure.batching import Hook
 from interp.measure.encoding import resolve_prepend_bos
 from interp.prompts import AnswerEnd, AnswerRule, PromptConfig
 from interp.core.naming import result_stem
-from interp.core.tables import write_table
+from interp.core.journal import NUMBER, RowJournal, RowShape
+from interp.core.tables import row_from_mapping, write_table
 from interp.core.stats import binomial_stderr
 from interp.experiments.realistic.alignment import ambiguous_positions, departure_from_predictions, edit_transitions, transition_index
-from interp.experiments.realistic.common import TextPrompt, encode_text_prompt, greedy_answers, split_is_natural, teacher_forced_scores
+from interp.experiments.realistic.common import (TextPrompt, check_context, encode_text_prompt, greedy_answers,
+                                                split_is_natural, teacher_forced_scores)
 from interp.experiments.realistic.lorem_text import ECHO_DEMOS, LoremConfig, lorem_paragraphs
 
 if TYPE_CHECKING:
@@ -156,6 +160,11 @@ def analyse_copy(paragraph: int, reference: Sequence[int], predictions: Sequence
         mean_logprob=mean_logprob, **extra)
 
 
+# What a journal line must hold to be reused as a finished paragraph.
+COPY_ROW_SHAPE: RowShape = {"paragraph": int, "n_tokens": int, "exact": bool, "n_ambiguous_positions": int,
+                            "n_tf_departures": int, "n_tf_departures_ambiguous": int, "base_rate": NUMBER}
+
+
 @dataclass(frozen=True)
 class LoremSummary:
     """Aggregate over paragraphs. The paper's question: do departures fall on ambiguous positions
@@ -163,7 +172,7 @@ class LoremSummary:
     ``*p_value`` is a one-sided binomial test of that (for teacher-forced departures the positions
     of one paragraph are not independent, so read it as descriptive). ``tf_accuracy_*`` are the
     pooled teacher-forced accuracies at ambiguous / unambiguous positions (the paper's "score
-    ambiguous / unambiguous" counterpart)."""
+    ambiguous / unambiguous" counterpart), over ``n_*ambiguous_positions`` positions each."""
 
     model: str
     n_paragraphs: int
@@ -189,6 +198,8 @@ class LoremSummary:
     share_edits_ambiguous: float | None
     n_shots: int
     seed: int
+    n_ambiguous_positions: int = 0  # the trials behind tf_accuracy_ambiguous
+    n_unambiguous_positions: int = 0  # and behind tf_accuracy_unambiguous
 
     def as_row(self) -> dict:
         return asdict(self)
@@ -249,7 +260,8 @@ def summarize_copies(results: Sequence[CopyResult], config: LoremConfig, model_n
         tf_accuracy_unambiguous=tf_hits_unambiguous / n_unambiguous if n_unambiguous else float("nan"),
         n_edits=n_edits,
         share_edits_ambiguous=(sum(r.n_edits_ambiguous for r in generated) / n_edits) if n_edits else None,
-        n_shots=config.n_shots, seed=config.seed)
+        n_shots=config.n_shots, seed=config.seed, n_ambiguous_positions=n_ambiguous,
+        n_unambiguous_positions=n_unambiguous)
 
 
 @dataclass(frozen=True)
@@ -262,11 +274,13 @@ class LoremRun:
 
 def run_lorem(model: TransformerBridge, config: LoremConfig = LoremConfig(), *, batch_size: int = 4,
               generate: bool = False, fwd_hooks: Sequence[Hook] = (), progress: bool = True,
-              model_name: str = "") -> LoremRun:
+              model_name: str = "", journal: RowJournal | None = None) -> LoremRun:
     """Generate the paragraphs, copy them with ``model`` and analyse every copy.
 
     ``generate=True`` adds free greedy generation (one forward pass per token) and the paper's
-    alignment-based edit counts; teacher forcing alone gives the first departure exactly.
+    alignment-based edit counts; teacher forcing alone gives the first departure exactly. With a
+    ``journal`` each finished batch of paragraphs is recorded, and paragraphs an earlier run
+    finished are reused.
 
     >>> run = run_lorem(load_model("smollm2-135m"), LoremConfig(n_paragraphs=4), progress=False)  # doctest: +SKIP
     >>> run.summary.accuracy  # doctest: +SKIP
@@ -278,12 +292,20 @@ def run_lorem(model: TransformerBridge, config: LoremConfig = LoremConfig(), *, 
     end = AnswerRule("interp", "copying").end(tokenizer, END_TEXT)
     prepend_bos = resolve_prepend_bos(model, PromptConfig())
     encoded = [encode_text_prompt(tokenizer, p, end, prepend_bos) for p in prompts]
-    forced = teacher_forced_scores(model, encoded, batch_size, fwd_hooks, progress and "lorem: teacher forcing",
-                                   keep_predictions=True)
-    generated = greedy_answers(model, encoded, 1, fwd_hooks, progress and "lorem: generating") if generate else None
-    results = [analyse_copy(i, e.answer_ids, forced.predictions[i], end, tokenizer.decode,
-                            forced.mean_logprob[i].item(), generated[i] if generated is not None else None)
-               for i, e in enumerate(encoded)]
+    check_context(model, encoded)  # before any work: the longest prompt decides
+    done = {r.paragraph: r for r in (row_from_mapping(CopyResult, values) for values in (journal.done() if journal else []))}
+    todo = [i for i in range(len(encoded)) if i not in done]
+    chunks = [todo[k : k + batch_size] for k in range(0, len(todo), batch_size)]
+    for chunk in tqdm(chunks, desc="lorem ipsum", disable=not progress or not chunks):
+        batch = [encoded[i] for i in chunk]
+        forced = teacher_forced_scores(model, batch, batch_size, fwd_hooks, False, keep_predictions=True)
+        generated = greedy_answers(model, batch, 1, fwd_hooks, False) if generate else None
+        for j, i in enumerate(chunk):
+            done[i] = analyse_copy(i, encoded[i].answer_ids, forced.predictions[j], end, tokenizer.decode,
+                                   forced.mean_logprob[j].item(), generated[j] if generated is not None else None)
+            if journal is not None:
+                journal.add(done[i].as_row())
+    results = [done[i] for i in range(len(encoded))]
     natural = sum(split_is_natural(tokenizer, p) for p in prompts) / len(prompts)
     return LoremRun(paragraphs, results, summarize_copies(results, config, model_name), natural)
 
