@@ -79,9 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         save_attention_view(view, out, kind=args.view)
     except OSError as err:
         fail(parser, "--out", f"cannot write {str(out)!r} ({err.strerror or err})")
-    for row in view.source_attention():
-        print(f"head {row['head']}: attention [Q]->[A] {row['q_to_source']:.3f}, "
-              f"mean to answer source over {row['n_steps']} steps {row['mean_to_source']:.3f}")
+    for line in view.summary_lines():
+        print(line)
     print(f"wrote {out}")
     return 0
 

@@ -47,7 +47,7 @@ def test_head_scores_figure():
     assert fig.data[0].type == "heatmap" and len(fig.data[0].z) == 4 and len(fig.data[0].z[0]) == 3
     ranks = [t for line in fig.data[0].text for t in line if t]
     assert sorted(map(int, ranks)) == list(range(1, 11))  # top 10 numbered
-    assert fig.layout.coloraxis.colorscale and fig.layout.coloraxis2.colorscale  # one colour bar per score
+    assert fig.layout.coloraxis.colorscale  # one colour bar for every score (they share a meaning)
     assert "tiny-model" in fig.layout.title.text
 
 
@@ -233,3 +233,72 @@ def test_finetune_file_names(tmp_path):
     write_csv(tmp_path / "finetune_gpt2-xl_copy.csv", table)
     _, errors = F.build_figures(tmp_path, log=lambda _: None)
     assert len(errors) == 1 and "finetune_gpt2-xl_copy.csv" in errors[0] and "cannot tell the task" in errors[0]
+
+
+# --------------------------------------------------------------------------- one quantity, one scale
+
+
+def y_scales_by_row(fig: go.Figure) -> dict[tuple, set]:
+    """Per row of panels (y axes with the same vertical domain), the scales of its y axes: the axis a
+    panel's axis follows (``matches``) or is followed by, else its fixed range, else its own name."""
+    drawn = {trace.yaxis or "y" for trace in fig.data}  # an empty panel of a grid has no scale to share
+    axes = {"y" + name[len("yaxis"):]: axis for name, axis in fig.layout.to_plotly_json().items()
+            if name.startswith("yaxis") and axis.get("domain") is not None and "y" + name[len("yaxis"):] in drawn}
+    followed = {axis.get("matches") for axis in axes.values()}
+    rows_: dict[tuple, set] = {}
+    for own, axis in axes.items():
+        scale = axis.get("matches") or (own if own in followed else tuple(axis.get("range") or ()) or own)
+        rows_.setdefault(tuple(axis["domain"]), set()).add(scale)
+    return rows_
+
+
+def test_head_score_panels_share_one_attention_scale():
+    """Both scores are shares of attention: one 0-1 colour axis, so a near-zero anti-induction score
+    never looks as bright as the strongest induction head."""
+    fig = F.head_scores_figure(rows("head_scores"))
+    assert {t.coloraxis for t in fig.data} == {"coloraxis"}
+    assert not any(k.startswith("coloraxis") and k != "coloraxis" for k in fig.layout.to_plotly_json())
+    assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0.0, 1.0)
+    table = [dict(r, induction=1.2) if i == 0 else r for i, r in enumerate(rows("head_scores"))]
+    assert F.head_scores_figure(table).layout.coloraxis.cmax == 1.2  # widened, never clipped
+
+
+def test_every_multi_panel_figure_shares_its_scales():
+    from interp.core.tables import read_csv
+    from interp.figures.edges import edge_figures
+    from interp.figures.planted import planted_sensitivity_figure
+
+    figures, errors = F.build_figures(FIXTURES, log=lambda _: None)
+    edge, edge_errors = edge_figures(ROOT / "results", model="smollm2-135m")
+    figures += edge + [("planted", planted_sensitivity_figure(read_csv(ROOT / "results" / "planted_sensitivity_summary.csv")))]
+    assert errors == edge_errors == [] and len(figures) >= 9
+    for stem, fig in figures:
+        heatmaps = [t for t in fig.data if t.type == "heatmap"]
+        assert len({t.coloraxis for t in heatmaps}) <= 1, f"{stem}: heatmaps on several colour scales"
+        if heatmaps or stem.startswith("finetune_") and "summary" not in stem:
+            continue  # a heatmap's y axis is the layer; accuracy beside loss: two quantities, two scales
+        for scales in y_scales_by_row(fig).values():
+            assert len(scales) == 1, f"{stem}: the panels of one row have different y scales {scales}"
+
+
+# --------------------------------------------------------------------------- study rows and notebooks
+
+
+def test_study_rows_feed_the_figures_directly():
+    """``ablation_figure(ablation_study(...))``: a study's dataclass rows draw the same figure as the table read back."""
+    from interp.experiments.head_ablation import AblationRow
+
+    table = rows("ablation")
+    study = [AblationRow(model=r["model"], condition=r["condition"], ablation=r["ablation"],
+                         seed=int(r["seed"]) if r["seed"] not in ("", None) else None, task=r["task"],
+                         length=int(r["length"]), n_examples=int(r["n_examples"]), accuracy=float(r["accuracy"]),
+                         ci_low=0.0, ci_high=1.0, delta_accuracy=float(r["delta_accuracy"]),
+                         mean_logprob=float(r["mean_logprob"]), heads=r["heads"] or "", selected_by="")
+             for r in table]
+    from_study, from_table = F.ablation_figure(study), F.ablation_figure(table)
+    assert [list(t.y) for t in from_study.data] == [list(t.y) for t in from_table.data]
+
+
+def test_figures_display_themselves_in_a_notebook():
+    fig = F.head_scores_figure(rows("head_scores"))
+    assert hasattr(fig, "_repr_html_") or hasattr(fig, "_repr_mimebundle_")

@@ -112,6 +112,34 @@ def test_saved_page_is_self_contained(tiny, tmp_path):
     assert not re.search(r"<link[^>]+href=[\"']?https?:", text)
 
 
+def test_both_views_name_heads_and_ship_one_bundle(tiny, tmp_path):
+    view = attention_view(tiny, "UF", "1.0,0.2", length=6, model_name="tiny-llama")
+    text = save_attention_view(view, tmp_path / "view.html", kind="both").read_text()
+    assert text.count("var CircuitsVis=") == 1  # one copy of the 1.3 MB bundle for both elements
+    assert text.count("CircuitsVis.render(") == 2
+    patterns_props = text[text.index("CircuitsVis.AttentionPatterns"):]
+    assert '"headLabels": ["head 1.0", "head 0.2"]' in patterns_props  # not circuitsvis' default "Head 0"
+
+
+def test_summary_is_said_in_words(tiny):
+    view = attention_view(tiny, "UB", "1.2", length=6)
+    (line,) = view.summary_lines()
+    row = view.source_attention()[0]
+    assert line.startswith("head 1.2: from the query position [Q] it puts")
+    assert f"{row['q_to_source']:.3f} of its attention on the first answer item's source [A]" in line
+    assert f"strongest key there is position {row['top_key']}" in line
+    assert f"over all 6 answer steps, each predicting position puts on average {row['mean_to_source']:.3f}" in line
+
+
+def test_view_displays_itself_in_a_notebook(tiny):
+    view = attention_view(tiny, "UB", "1.2,0.3", length=6, model_name="tiny-llama")
+    shown = view._repr_html_()
+    assert "CircuitsVis.render(" in shown and "var CircuitsVis=" in shown  # offline: the bundle is inlined
+    assert "<html" not in shown and "<body" not in shown and "unpkg.com" not in shown
+    assert "body {" not in shown and "body{" not in shown  # the notebook's own page keeps its style
+    assert "tiny-llama · task UB" in shown
+
+
 def test_bad_view_arguments(tiny):
     with pytest.raises(ValueError, match="unknown task 'XY'"):
         attention_view(tiny, "XY", "0.1")
@@ -128,7 +156,8 @@ def test_show_heads_cli(tmp_path, capsys):
     assert show_heads.main(["--model", "tiny-llama", "--device", "cpu", "--task", "UB", "--heads", "1.2,0.3",
                             "--length", "6", "--out", str(out)]) == 0
     assert out.exists() and out.stat().st_size > 0
-    assert "head 1.2" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "head 1.2: from the query position [Q] it puts" in printed and "mean to answer source" not in printed
     for argv, fragment in ((["--task", "XY", "--heads", "0.1"], "--task: unknown task 'XY'"),
                            (["--task", "UB", "--heads", "0.9"], "--heads: head 0.9 is out of range"),
                            (["--task", "UB", "--heads", "zz"], "--heads: cannot read head 'zz'")):
@@ -191,3 +220,16 @@ def test_page_renders_offline_in_headless_chromium(tiny, tmp_path):
     headless_chromium(blank, screenshot=tmp_path / "blank.png", window=(1200, 1400))
     shot, empty = (tmp_path / "view.png").stat().st_size, (tmp_path / "blank.png").stat().st_size
     assert shot > 5 * empty, f"screenshot looks blank ({shot} bytes vs {empty} for an empty page)"
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(chromium_path() is None,
+                    reason="needs headless Chromium: run scripts/install_chromium.sh (make does) or set BROWSER_PATH")
+def test_second_view_names_heads_in_headless_chromium(tiny, tmp_path):
+    view = attention_view(tiny, "UB", "1.2,0.3", length=6, model_name="tiny-llama")
+    dom = headless_chromium(save_attention_view(view, tmp_path / "view.html", kind="both"), window=(1200, 1400))
+    mounts = dom.split('id="circuits-vis-')[1:]
+    assert len(mounts) == 2, "expected two circuitsvis elements"
+    patterns_text = re.sub(r"<[^>]+>", " ", mounts[1])
+    assert "head 1.2" in patterns_text and "head 0.3" in patterns_text
+    assert not re.search(r"Head \d", patterns_text), "the second view labels heads by index, not by name"

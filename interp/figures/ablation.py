@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from interp.data.tasks import TASK_NAMES
-from interp.figures.rows import (ABLATION_CONDITIONS, REQUIRED_COLUMNS, Rows, accuracy_value, index_value, mean, require_columns, sd,
+from interp.figures.rows import (ABLATION_CONDITIONS, REQUIRED_COLUMNS, Rows, accuracy_value, index_value, mean, require_columns, table_rows, sd,
                    select_model, task_name)
 from interp.figures.style import CONDITION_STYLE, style
 
@@ -23,6 +23,7 @@ def ablation_figure(rows: Rows, model: str | None = None, source: str = "ablatio
 
     >>> fig = ablation_figure(read_csv("results/ablation.csv"))  # doctest: +SKIP
     """
+    rows = table_rows(rows)
     require_columns(rows, REQUIRED_COLUMNS["ablation"], source)
     model, rows = select_model(rows, model, source)
     for r in rows:

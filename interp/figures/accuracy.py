@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from interp.data.tasks import DIRECTIONAL_PAIRS, get_task
-from interp.figures.rows import (REQUIRED_COLUMNS, Rows, accuracy_value, grid, index_value, mean, require_columns, sd, select_model,
+from interp.figures.rows import (REQUIRED_COLUMNS, Rows, accuracy_value, grid, index_value, mean, require_columns, table_rows, sd, select_model,
                    task_name)
 from interp.figures.style import FIRST_OF_PAIR, SECOND_OF_PAIR, style
 
@@ -31,6 +31,7 @@ def accuracy_length_figure(rows: Rows, model: str | None = None, source: str = "
     >>> len(fig.data) > 0
     True
     """
+    rows = table_rows(rows)
     require_columns(rows, REQUIRED_COLUMNS["directional_bias"], source)
     model, rows = select_model(rows, model, source)
     cells: dict[tuple[str, int], list[tuple[float, float | None]]] = defaultdict(list)

@@ -24,6 +24,7 @@ must produce (for UB that is the anti-induction edge, for UF the induction edge)
 from __future__ import annotations
 
 import html
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,6 +145,24 @@ class AttentionView:
             })
         return rows
 
+    def summary_lines(self) -> list[str]:
+        """Per head, its attention to the answer's source said in words: from [Q] alone, and
+        averaged over every answer step (a head can miss [A] from [Q] yet follow the sources later)."""
+        return [_summary_line(row) for row in self.source_attention()]
+
+    def _repr_html_(self) -> str:
+        """The page's content, so a notebook cell that ends with a view shows it (offline: the
+        JavaScript is inlined)."""
+        return f"<style>{_CSS}</style>" + attention_fragment(self, "heads")
+
+
+def _summary_line(row: dict) -> str:
+    steps = f"{row['n_steps']} answer step{'s' if row['n_steps'] != 1 else ''}"
+    return (f"head {row['head']}: from the query position [Q] it puts {row['q_to_source']:.3f} of its attention on "
+            f"the first answer item's source [A] (its strongest key there is position {row['top_key']} "
+            f"'{row['top_key_token']}', {row['top_key_weight']:.3f}); over all {steps}, each predicting position "
+            f"puts on average {row['mean_to_source']:.3f} on the source of the item it must produce.")
+
 
 def attention_view(model: HookedModel, task: str, heads: str | Sequence[HeadLike], *, length: int = 10, example: int = 0,
                    seed: int = 0, prompt_config: PromptConfig = PromptConfig(), append_answer: bool = True,
@@ -189,57 +208,69 @@ def attention_view(model: HookedModel, task: str, heads: str | Sequence[HeadLike
 # --------------------------------------------------------------------------- HTML
 
 
-def _self_closing_div_fix(src: str) -> str:
-    """circuitsvis writes ``<div id=... />``, which HTML parses as an *open* div; close it so our
-    own markup after the view is not swallowed into React's mount point."""
-    head, sep, rest = src.partition('style="margin: 15px 0;"/>')
-    return head + 'style="margin: 15px 0;"></div>' + rest if sep else src
+def circuitsvis_bundle() -> str:
+    """circuitsvis' JavaScript bundle from the installed wheel, safe to inline in one ``<script>``
+    (what its ``local_src`` inlines per element; a page with several elements needs it once).
+
+    >>> "CircuitsVis" in circuitsvis_bundle()
+    True
+    """
+    import circuitsvis
+
+    bundle = Path(circuitsvis.__file__).parent / "dist" / "cdn" / "iife.js"
+    return bundle.read_text(encoding="utf-8").replace("</script>", "")
 
 
 def circuitsvis_html(view: AttentionView, kind: ViewKind = "heads") -> str:
-    """The circuitsvis element(s) with the JavaScript bundle inlined (no CDN).
+    """The circuitsvis element(s) of ``view``, each labelling heads by name (``18.6``), with one
+    inlined copy of the JavaScript bundle (no CDN).
 
     >>> html_text = circuitsvis_html(attention_view(load_model("planted-ub"), "UB", "1.1"))  # doctest: +SKIP
     """
-    import circuitsvis.attention as cv_attention
+    from circuitsvis.utils.convert_props import convert_props
 
     if kind not in VIEW_KINDS:
         raise ValueError(f"kind={kind!r}; expected one of {VIEW_KINDS}")
     attention = np.round(view.patterns.astype(np.float64), 4)
-    parts = []
+    names = [f"head {h}" for h in view.heads]
+    elements = []  # (React element, its props), as circuitsvis' attention_heads / attention_patterns pass them
     if kind in ("heads", "both"):
-        rendered = cv_attention.attention_heads(attention=attention, tokens=view.tokens,
-                                                attention_head_names=[f"head {h}" for h in view.heads],
-                                                max_value=1.0, min_value=0.0, mask_upper_tri=True)
-        parts.append(_self_closing_div_fix(rendered.local_src))
+        elements.append(("AttentionHeads", dict(attention=attention, tokens=view.tokens, attentionHeadNames=names,
+                                                maxValue=1.0, minValue=0.0, maskUpperTri=True)))
     if kind in ("patterns", "both"):
-        rendered = cv_attention.attention_patterns(tokens=view.tokens, attention=attention)
-        parts.append(_self_closing_div_fix(rendered.local_src))
-    return "\n".join(parts)
+        # the Python wrapper of AttentionPatterns has no head names; its React element takes them as headLabels
+        elements.append(("AttentionPatterns", dict(tokens=view.tokens, attention=attention, headLabels=names)))
+    ids = [f"circuits-vis-{uuid.uuid4().hex[:13]}" for _ in elements]
+    mounts = "\n".join(f'<div id="{i}" class="circuitsvis-element" style="margin: 15px 0;"></div>' for i in ids)
+    calls = "\n".join(f'CircuitsVis.render("{i}", CircuitsVis.{name}, {convert_props(props)});'
+                      for i, (name, props) in zip(ids, elements))
+    return f'{mounts}\n<script crossorigin type="module">\n{circuitsvis_bundle()}\n{calls}\n</script>'
 
 
+# Every rule is scoped to the view's own element, so a notebook showing it keeps its own look.
 _CSS = """
-body { font-family: "DejaVu Sans", Arial, Helvetica, sans-serif; margin: 24px; color: #222; max-width: 1400px; }
-h1 { font-size: 20px; margin: 0 0 6px 0; }
-p, li, td, th { font-size: 14px; }
-code, .mono { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; }
-table { border-collapse: collapse; margin: 8px 0 16px 0; }
-td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }
-th { background: #f2f2f2; }
-.mark { font-weight: bold; font-family: "DejaVu Sans Mono", monospace; }
-.q { color: #D55E00; } .a { color: #0072B2; } .qi { color: #009E73; } .ans { color: #CC79A7; }
-.prompt { white-space: pre-wrap; background: #f7f7f7; padding: 8px; border: 1px solid #ddd; max-height: 220px;
-          overflow: auto; font-size: 12px; }
-.circuitsvis-view { border-top: 1px solid #ddd; margin-top: 12px; }
-footer { color: #777; font-size: 12px; margin-top: 24px; }
+.interp-attention { font-family: "DejaVu Sans", Arial, Helvetica, sans-serif; color: #222; max-width: 1400px; }
+.interp-attention h1 { font-size: 20px; margin: 0 0 6px 0; }
+.interp-attention p, .interp-attention li, .interp-attention td, .interp-attention th { font-size: 14px; }
+.interp-attention code, .interp-attention .mono { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; }
+.interp-attention table { border-collapse: collapse; margin: 8px 0 16px 0; }
+.interp-attention .scroll { max-width: 100%; overflow-x: auto; }
+.interp-attention td, .interp-attention th { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }
+.interp-attention th { background: #f2f2f2; }
+.interp-attention .mark { font-weight: bold; font-family: "DejaVu Sans Mono", monospace; }
+.interp-attention .q { color: #D55E00; } .interp-attention .a { color: #0072B2; }
+.interp-attention .qi { color: #009E73; } .interp-attention .ans { color: #CC79A7; }
+.interp-attention .prompt { white-space: pre-wrap; background: #f7f7f7; padding: 8px; border: 1px solid #ddd;
+                            max-height: 220px; overflow: auto; font-size: 12px; }
+.interp-attention .circuitsvis-view { border-top: 1px solid #ddd; margin-top: 12px; overflow-x: auto; }
+.interp-attention footer { color: #777; font-size: 12px; margin-top: 24px; }
 """
 
 
-def attention_page(view: AttentionView, kind: ViewKind = "heads") -> str:
-    """A complete, self-contained HTML page for ``view``.
+def attention_fragment(view: AttentionView, kind: ViewKind = "heads") -> str:
+    """The page's content without the document around it: what a notebook shows for ``view``.
 
-    >>> page = attention_page(attention_view(load_model("planted-ub"), "UB", "1.1"))  # doctest: +SKIP
-    >>> page.startswith("<!DOCTYPE html>")  # doctest: +SKIP
+    >>> "circuitsvis-view" in attention_fragment(attention_view(load_model("planted-ub"), "UB", "1.1"))  # doctest: +SKIP
     True
     """
     import circuitsvis
@@ -247,20 +278,9 @@ def attention_page(view: AttentionView, kind: ViewKind = "heads") -> str:
     esc = html.escape
     ex = view.example
     spec = get_task(view.task)
-    legend = _legend_items(view)
-    rows = _source_attention_rows(view)
     context = " ".join(ex.context)
-    score_table = _score_table(view)
     test_input = f"{context} | {ex.query}" if ex.query is not None else context
-    body = f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{esc(view.title)}</title>
-<style>{_CSS}</style>
-</head>
-<body>
+    return f"""<div class="interp-attention">
 <header>
 <h1 id="title">{esc(view.title)}</h1>
 <p>Model <b>{esc(view.model_name)}</b> ({view.n_layers} layers × {view.n_heads} query heads) ·
@@ -269,11 +289,13 @@ task <b>{esc(view.task)}</b>: {esc(spec.description)} · heads (layer.head):
 <p>Test input <code>{esc(test_input)}</code> → answer <code>{esc(" ".join(ex.target))}</code>
 (example {view.example_index}, seed {view.seed}).</p>
 </header>
-<section id="legend"><ul>{"".join(legend)}</ul></section>
+<section id="legend"><ul>{"".join(_legend_items(view))}</ul></section>
 <section id="summary">
-<table><tr><th>head</th><th>attention [Q] → [A]</th><th>mean attention to the answer source, all answer steps</th>
-<th>top key from [Q] (weight)</th></tr>{rows}</table>
-{score_table}
+<ul class="in-words">{"".join(f"<li>{esc(line)}</li>" for line in view.summary_lines())}</ul>
+<div class="scroll"><table><tr><th>head</th><th>attention [Q] → [A]</th>
+<th>mean attention to the answer source, all answer steps</th><th>top key from [Q] (weight)</th></tr>
+{_source_attention_rows(view)}</table></div>
+{_score_table(view)}
 </section>
 <details><summary>prompt text</summary><div class="prompt mono">{esc(view.prompt_text)}</div></details>
 <p>Attention patterns (rows: query / destination position, columns: key / source position; causal). Hover or click a
@@ -283,10 +305,30 @@ head to enlarge it; hover tokens to see where they attend.</p>
 </div>
 <footer>Made by interp.figures.attention with circuitsvis {esc(getattr(circuitsvis, "__version__", "?"))}
 (JavaScript bundled inline; no network needed).</footer>
+</div>"""
+
+
+def attention_page(view: AttentionView, kind: ViewKind = "heads") -> str:
+    """A complete, self-contained HTML page for ``view``.
+
+    >>> page = attention_page(attention_view(load_model("planted-ub"), "UB", "1.1"))  # doctest: +SKIP
+    >>> page.startswith("<!DOCTYPE html>")  # doctest: +SKIP
+    True
+    """
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(view.title)}</title>
+<style>body {{ margin: 24px; }}
+{_CSS}</style>
+</head>
+<body>
+{attention_fragment(view, kind)}
 </body>
 </html>
 """
-    return body
 
 
 def _legend_items(view: AttentionView) -> list[str]:
@@ -332,7 +374,7 @@ def _score_table(view: AttentionView) -> str:
     header = "".join(f"<th>{html.escape(n)}</th>" for n in names)
     body = "".join(f"<tr><td>{html.escape(head)}</td>" + "".join(f"<td>{values[n]:.3f}</td>" for n in names) + "</tr>"
                    for head, values in view.head_scores.items())
-    return f'<table class="scores"><tr><th>head</th>{header}</tr>{body}</table>'
+    return f'<div class="scroll"><table class="scores"><tr><th>head</th>{header}</tr>{body}</table></div>'
 
 
 def save_attention_view(view: AttentionView, path: str | Path, kind: ViewKind = "heads") -> Path:

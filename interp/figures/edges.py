@@ -20,7 +20,7 @@ from plotly.subplots import make_subplots
 from interp.core.naming import CONDITION_LABELS, result_files, slug
 from interp.core.stats import Z_95
 from interp.core.tables import read_csv
-from interp.figures.rows import BAD_TABLE_ERRORS, table_error
+from interp.figures.rows import BAD_TABLE_ERRORS, table_error, table_rows
 from interp.figures.style import OKABE_ITO, style
 
 Rows = Sequence[Mapping]
@@ -58,9 +58,10 @@ def edge_patching_figure(rows: Rows, source: str = "edge_patching.csv") -> go.Fi
 
     >>> fig = edge_patching_figure(read_csv("results/edge_patching_smollm2-135m.csv"))  # doctest: +SKIP
     """
+    rows = table_rows(rows)
     _check(rows, MAIN_COLUMNS, source)
     tasks = _tasks(rows)
-    fig = make_subplots(rows=2, cols=len(tasks), shared_xaxes=True, vertical_spacing=0.08, horizontal_spacing=0.08,
+    fig = make_subplots(rows=2, cols=len(tasks), shared_xaxes=True, shared_yaxes=True, vertical_spacing=0.08, horizontal_spacing=0.08,
                         subplot_titles=[f"{t}: {'forward' if t == 'UF' else 'backward'} copying" for t in tasks])
     for col, task in enumerate(tasks, 1):
         for condition, label in CONDITION_LABELS.items():
@@ -102,11 +103,12 @@ def edge_layer_figure(rows: Rows, source: str = "edge_patching_layers.csv") -> g
 
     >>> fig = edge_layer_figure(read_csv("results/edge_patching_layers_smollm2-135m.csv"))  # doctest: +SKIP
     """
+    rows = table_rows(rows)
     _check(rows, LAYER_COLUMNS, source)
     tasks = _tasks(rows)
     lengths = sorted({int(r["length"]) for r in rows})
     dashes = ["solid", "dash", "dot", "dashdot", "longdash"]
-    fig = make_subplots(rows=2, cols=len(tasks), shared_xaxes=True, vertical_spacing=0.08, horizontal_spacing=0.08,
+    fig = make_subplots(rows=2, cols=len(tasks), shared_xaxes=True, shared_yaxes=True, vertical_spacing=0.08, horizontal_spacing=0.08,
                         subplot_titles=list(tasks))
     for col, task in enumerate(tasks, 1):
         for edge in ("induction", "anti_induction"):

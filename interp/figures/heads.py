@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from interp.data.tasks import TASK_NAMES
-from interp.figures.rows import (REQUIRED_COLUMNS, Rows, accuracy_value, colorbar_x, grid, index_value, number, require_columns,
+from interp.figures.rows import (REQUIRED_COLUMNS, Rows, accuracy_value, grid, index_value, number, require_columns, table_rows,
                    select_model, task_name)
 from interp.figures.style import DELTA_SCALE, SCORE_SCALE, style
 
@@ -25,15 +25,17 @@ def head_scores_figure(rows: Rows, model: str | None = None, scores: Sequence[st
     >>> len(fig.data)  # one heatmap per score
     2
     """
+    rows = table_rows(rows)
     require_columns(rows, ("model", "layer", "head", *scores), source)
     model, rows = select_model(rows, model, source)
     n_layers = max(index_value(r, "layer", source) for r in rows) + 1
     n_heads = max(index_value(r, "head", source) for r in rows) + 1
     panel = max(200, 34 * n_heads)
-    gap = 160  # colour bar of the left panel + the y-axis title of the next
-    width = 90 + len(scores) * panel + (len(scores) - 1) * gap + 130
+    gap = 90  # the y-axis title of the next panel
+    width = 90 + len(scores) * panel + (len(scores) - 1) * gap + 150
     fig = make_subplots(rows=1, cols=len(scores), subplot_titles=[SCORE_TITLES.get(s, s) for s in scores],
-                        horizontal_spacing=gap / (width - 220))
+                        horizontal_spacing=gap / (width - 240))
+    values: list[float] = []
     for col, score in enumerate(scores, 1):
         z = [[None] * n_heads for _ in range(n_layers)]
         for r in rows:
@@ -43,23 +45,25 @@ def head_scores_figure(rows: Rows, model: str | None = None, scores: Sequence[st
         text = [[""] * n_heads for _ in range(n_layers)]
         for rank, (_, l, h) in enumerate(ranked[:top_k], 1):
             text[l][h] = str(rank)
-        values = [v for v, _, _ in ranked]
+        values += [v for v, _, _ in ranked]
         fig.add_trace(go.Heatmap(
             z=z, x=list(range(n_heads)), y=list(range(n_layers)), text=text, texttemplate="%{text}",
-            textfont=dict(size=10), coloraxis=f"coloraxis{'' if col == 1 else col}", xgap=1, ygap=1,
+            textfont=dict(size=10), coloraxis="coloraxis", xgap=1, ygap=1,
             hovertemplate=f"layer %{{y}}, head %{{x}}<br>{SCORE_TITLES.get(score, score).lower()} %{{z:.3f}}"
                           "<br>rank %{text}<extra></extra>"), row=1, col=col)
         fig.update_xaxes(title_text="head", dtick=1 if n_heads <= 16 else None, row=1, col=col, showgrid=False)
         fig.update_yaxes(title_text="layer", dtick=1 if n_layers <= 12 else 2 if n_layers <= 32 else None,
                          row=1, col=col, showgrid=False)
-        fig.update_layout({f"coloraxis{'' if col == 1 else col}": dict(
-            colorscale=SCORE_SCALE, cmin=min(0.0, min(values, default=0.0)), cmax=max(values, default=1.0) or 1.0,
-            colorbar=dict(title=dict(text="score", side="top"), x=colorbar_x(fig, col), len=0.9,
-                          thickness=14))})
+    # Every score is a share of attention: one 0-1 scale for all panels, so a near-zero score never
+    # glows as bright as a strong head (a score outside [0, 1] widens the scale instead of clipping).
+    fig.update_layout(coloraxis=dict(
+        colorscale=SCORE_SCALE, cmin=min(0.0, min(values, default=0.0)), cmax=max(1.0, max(values, default=1.0)),
+        colorbar=dict(title=dict(text="share of<br>attention", side="top"), len=0.9, thickness=14)))
     height = max(420, 170 + 19 * n_layers)
     return style(fig, f"Head scores of {model}", width, height,
                  note=f"Mean attention to the token after (induction) / before (anti-induction) the earlier "
-                      f"occurrence on repeated random tokens; numbers mark the top {top_k} heads.")
+                      f"occurrence on repeated random tokens; one colour scale (0 to 1) for every panel; "
+                      f"numbers mark the top {top_k} heads of each panel.")
 
 
 def head_sweep_figure(rows: Rows, model: str | None = None, metric: str = "delta_accuracy",
@@ -73,6 +77,7 @@ def head_sweep_figure(rows: Rows, model: str | None = None, metric: str = "delta
     """
     if metric not in ("delta_accuracy", "delta_logprob"):
         raise ValueError(f"metric={metric!r}; expected 'delta_accuracy' or 'delta_logprob'")
+    rows = table_rows(rows)
     require_columns(rows, (*REQUIRED_COLUMNS["head_sweep"], metric), source)
     model, rows = select_model(rows, model, source)
     panels = sorted({(task_name(r, source), index_value(r, "length", source)) for r in rows},

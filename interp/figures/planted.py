@@ -6,7 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from interp.figures.rows import Rows, number, require_columns
+from interp.figures.rows import Rows, number, require_columns, table_rows
 from interp.figures.style import OKABE_ITO, PALETTE, style
 
 SENSITIVITY_COLUMNS = ("circuit", "instrument", "strength", "found", "mean_clean_accuracy")
@@ -18,6 +18,7 @@ def planted_sensitivity_figure(summary: Rows, source: str = "planted_sensitivity
 
     >>> fig = planted_sensitivity_figure(read_csv("results/planted_sensitivity_summary.csv"))  # doctest: +SKIP
     """
+    summary = table_rows(summary)
     require_columns(summary, SENSITIVITY_COLUMNS, source)
     circuits = sorted({r["circuit"] for r in summary})
     instruments = sorted({r["instrument"] for r in summary})

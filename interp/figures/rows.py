@@ -9,12 +9,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import plotly.graph_objects as go
 
-from interp.core.tables import read_csv
+from interp.core.tables import as_mapping, read_csv
 from interp.data.tasks import TASK_NAMES, get_task
 
-Rows = Sequence[Mapping[str, Any]]
+Rows = Sequence[Any]  # table rows (column -> value mappings) or a study's dataclass rows: see table_rows
 
 # Columns each figure needs (results files may carry more).
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -56,6 +55,18 @@ def load_results(path: str | Path, kind: str) -> list[dict]:
     if not rows:
         raise ValueError(f"results file {path} has a header but no rows")
     return rows
+
+
+def table_rows(rows: Iterable[Any]) -> list[Mapping[str, Any]]:
+    """``rows`` as column -> value mappings: rows read from a table stay as they are, a study's
+    dataclass rows (``AblationRow``, ...) are read by their fields, so a study's result feeds a figure.
+
+    >>> from interp.experiments.head_ablation import AblationRow
+    >>> row = AblationRow("m", "baseline", "none", None, "UF", 5, 10, 0.5, 0.2, 0.8, 0.0, None, "", "")
+    >>> table_rows([row])[0]["accuracy"], table_rows([{"accuracy": "0.5"}])
+    (0.5, [{'accuracy': '0.5'}])
+    """
+    return [as_mapping(r) for r in rows]
 
 
 def require_columns(rows: Rows, columns: Iterable[str], source: str) -> None:
@@ -193,13 +204,3 @@ def grid(n_items: int, max_cols: int = 3) -> tuple[int, int]:
     cols = min(max_cols, n_items)
     return math.ceil(n_items / cols), cols
 
-
-def colorbar_x(fig: go.Figure, col: int) -> float:
-    """Where a colorbar sits just right of panel ``col`` (paper coordinates).
-
-    >>> from plotly.subplots import make_subplots
-    >>> round(colorbar_x(make_subplots(rows=1, cols=2), 1), 3)
-    0.455
-    """
-    axis = fig.layout["xaxis" if col == 1 else f"xaxis{col}"]
-    return axis.domain[1] + 0.005

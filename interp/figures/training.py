@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from interp.data.tasks import TASK_NAMES, get_task
-from interp.figures.rows import (REQUIRED_COLUMNS, Rows, accuracy_value, index_value, mean, number, require_columns, task_name,
+from interp.figures.rows import (REQUIRED_COLUMNS, Rows, accuracy_value, index_value, mean, number, require_columns, table_rows, task_name,
                    task_order)
 from interp.figures.style import OKABE_ITO, PALETTE, SPLIT_STYLE, style
 
@@ -24,6 +24,7 @@ def finetune_figure(rows: Rows, model: str = "", task: str = "", source: str = "
     >>> len(fig.data) > 0
     True
     """
+    rows = table_rows(rows)
     require_columns(rows, REQUIRED_COLUMNS["finetune"], source)
     if task:
         try:
@@ -83,6 +84,7 @@ def finetune_summary_figure(runs: Mapping[tuple[str, str], Rows], source: str = 
     labels, per_split = [], defaultdict(dict)
     models = sorted({m for m, _ in runs})
     for (model, task), rows in sorted(runs.items(), key=lambda kv: (kv[0][0], TASK_NAMES.index(kv[0][1]))):
+        rows = table_rows(rows)
         require_columns(rows, REQUIRED_COLUMNS["finetune"], f"{source} ({model}, {task})")
         last = max(index_value(r, "step", source) for r in rows)
         label = task if len(models) == 1 else f"{task} ({model})"
@@ -120,6 +122,7 @@ def from_scratch_figure(rows: Rows, source: str = "from_scratch.csv") -> go.Figu
     >>> len(fig.data) > 0
     True
     """
+    rows = table_rows(rows)
     require_columns(rows, REQUIRED_COLUMNS["from_scratch"], source)
     positionals = list(dict.fromkeys(str(r["positional"]) for r in rows))
     tasks = task_order(task_name(r, source) for r in rows)
