@@ -1,0 +1,12 @@
+"""Circuit discovery over the residual-stream graph: ``graph`` (writers, readers, edges), ``task``
+(prompts, counterfactual, metric), ``roles`` (what each position is), ``patching`` (the hooks that
+remove edges), ``scores`` (EAP, EAP-IG, exact), ``faithfulness`` (circuits ablated outside, curves)
+and ``selection`` (top-n and greedy circuits, ROC AUC against a known circuit)."""
+
+from interp.interventions.circuits.graph import CircuitGraph, Component, circuit_graph
+from interp.interventions.circuits.patching import ALL_POSITIONS, GraphEdges
+from interp.interventions.circuits.scores import METHODS, PassCount, edge_scores, exact_scores
+from interp.interventions.circuits.task import COUNTERFACTUALS, CircuitTask, copying_task
+
+__all__ = ["ALL_POSITIONS", "COUNTERFACTUALS", "METHODS", "CircuitGraph", "CircuitTask", "Component", "GraphEdges",
+           "PassCount", "circuit_graph", "copying_task", "edge_scores", "exact_scores"]

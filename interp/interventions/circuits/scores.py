@@ -1,0 +1,215 @@
+"""Edge scores, three methods behind one call: ``eap`` (first order), ``eap-ig`` (integrated
+gradients over the inputs, ``steps`` points) and ``exact`` (the edge patched alone).
+
+Sign convention (noising): a score estimates ``metric(edge patched to the counterfactual) -
+metric(clean)``, so an edge the task needs scores negative. EAP is ``(a'_w - a_w) . dm/dx_r`` at
+the clean run; EAP-IG averages that gradient over the inputs ``e' + (k / m) (e - e')``, ``k = 1 .. m``
+(token embeddings interpolated from the counterfactual's to the clean ones), so ``m = 1`` is EAP.
+TransformerLens' ``attribution_patch(model, clean=A, corrupt=B)`` (denoising: gradient at the corrupt
+run, toward clean) equals :func:`edge_scores` with ``clean=B, counterfactual=A``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from interp.interventions.circuits.graph import CircuitGraph, circuit_graph, graph_hooks_enabled
+from interp.interventions.circuits.patching import GraphEdges, single_edge_hooks, writer_activations
+from interp.interventions.circuits.task import COUNTERFACTUALS, CircuitTask
+from interp.models.bridge import TransformerBridge
+
+METHODS: tuple[str, ...] = ("eap", "eap-ig", "exact")
+
+
+@dataclass
+class PassCount:
+    """Forward and backward passes spent (a pass over a batch of rows counts once)."""
+
+    forward: int = 0
+    backward: int = 0
+
+
+def check_method(method: str, counterfactual: str, steps: int = 1) -> None:
+    """Refuse an unknown method or counterfactual, and EAP-IG without a counterfactual input.
+
+    >>> check_method("eap-ig", "zero")
+    Traceback (most recent call last):
+    ...
+    ValueError: method='eap-ig' interpolates the input toward the counterfactual prompt; it needs counterfactual='corrupt', not 'zero'
+    """
+    if method not in METHODS:
+        raise ValueError(f"method={method!r}; expected one of {', '.join(METHODS)}")
+    if counterfactual not in COUNTERFACTUALS:
+        raise ValueError(f"counterfactual={counterfactual!r}; expected one of {', '.join(COUNTERFACTUALS)}")
+    if method == "eap-ig" and counterfactual != "corrupt":
+        raise ValueError(f"method='eap-ig' interpolates the input toward the counterfactual prompt; it needs "
+                         f"counterfactual='corrupt', not {counterfactual!r}")
+    if steps < 1:
+        raise ValueError(f"steps={steps}: at least one integration step")
+
+
+def _chunks(n: int, size: int) -> Iterator[slice]:
+    for start in range(0, n, size):
+        yield slice(start, min(n, start + size))
+
+
+def mean_activations(model: TransformerBridge, graph: CircuitGraph, task: CircuitTask, batch_size: int = 8,
+                     passes: PassCount | None = None) -> Float[Tensor, "pos writer d_model"]:
+    """Each writer's output per position, averaged over the corrupt prompts (held out from the clean ones)."""
+    total = None
+    with graph_hooks_enabled(model):
+        for rows in _chunks(task.n, batch_size):
+            acts, _ = writer_activations(model, graph, task.corrupt[rows])
+            total = acts.sum(0) if total is None else total + acts.sum(0)
+            if passes is not None:
+                passes.forward += 1
+    return total / task.n
+
+
+def counterfactual_activations(model: TransformerBridge, graph: CircuitGraph, task: CircuitTask, counterfactual: str,
+                               means: Tensor | None, shape: torch.Size) -> Tensor:
+    """The writers' outputs an edge is patched to: the corrupt run's, zeros, or the means."""
+    if counterfactual == "corrupt":
+        return writer_activations(model, graph, task.corrupt)[0]
+    if counterfactual == "zero":
+        return torch.zeros(shape)
+    return means.expand(shape).clone()
+
+
+def _reader_gradients(model: TransformerBridge, graph: CircuitGraph, task: CircuitTask,
+                      embed: Tensor | None) -> tuple[dict[str, Tensor], Tensor]:
+    """``d sum(metric) / d x_r`` for every reader hook (``embed`` replaces the token embeddings) and
+    the writers' outputs of that pass."""
+    held: dict[str, Tensor] = {}
+    store = torch.zeros(*task.clean.shape, len(graph.writers), model.cfg.d_model)
+
+    def holder(name: str):
+        def hold(x, hook):
+            held[name] = x = x.clone()  # a node of its own: the gradient of what reads the hook, not of its input
+            return x
+        return hold
+
+    def set_embed(x, hook):
+        return embed.to(x.device, x.dtype)
+
+    from interp.interventions.circuits.patching import capture_writer_hooks
+    hooks = ([("hook_embed", set_embed)] if embed is not None else []) + capture_writer_hooks(graph, store)
+    hooks += [(h.name, holder(h.name)) for h in graph.reader_hooks]
+    with torch.enable_grad():
+        logits = model.run_with_hooks(task.clean, fwd_hooks=hooks)
+        names = [h.name for h in graph.reader_hooks]
+        grads = torch.autograd.grad(task.metric(logits).sum(), [held[n] for n in names], allow_unused=True)
+    out = {n: (torch.zeros_like(held[n]) if g is None else g.detach()) for n, g in zip(names, grads)}
+    return out, store
+
+
+def _embeddings(model: TransformerBridge, tokens: Tensor) -> Tensor:
+    captured = {}
+
+    def keep(x, hook):
+        captured["embed"] = x.detach()
+
+    with torch.no_grad():
+        model.run_with_hooks(tokens, fwd_hooks=[("hook_embed", keep)], stop_at_layer=0)
+    return captured["embed"]
+
+
+def edge_scores(model: TransformerBridge, task: CircuitTask, method: str = "eap-ig", *, steps: int = 4,
+                counterfactual: str = "corrupt", batch_size: int = 8, graph: CircuitGraph | None = None,
+                passes: PassCount | None = None, progress: bool = False) -> Float[Tensor, "pos reader writer"]:
+    """First-order scores of every edge at every position, averaged over the prompts (0 where no edge).
+
+    >>> from interp.models import load_model
+    >>> from interp.interventions.circuits.task import copying_task
+    >>> model = load_model("planted-ub", device="cpu")
+    >>> task = copying_task(model.tokenizer, "UB", 4, 4)
+    >>> scores = edge_scores(model, task, "eap")
+    >>> tuple(scores.shape[1:]), bool(scores.abs().sum() > 0)
+    ((27, 12), True)
+    """
+    steps = 1 if method == "eap" else steps
+    check_method(method, counterfactual, steps)
+    if method == "exact":
+        raise ValueError("exact scores are per edge: use exact_scores(model, task, edges)")
+    graph = graph or circuit_graph(model)
+    passes = passes if passes is not None else PassCount()
+    n_pos = task.clean.shape[1]
+    total = torch.zeros(n_pos, len(graph.readers), len(graph.writers))
+    with graph_hooks_enabled(model):
+        means = mean_activations(model, graph, task, batch_size, passes) if counterfactual == "mean" else None
+        for rows in tqdm(list(_chunks(task.n, batch_size)), desc=f"{method} scores", disable=not progress):
+            chunk = task.rows(rows)
+            grads: dict[str, Tensor] = {}
+            clean_acts = None
+            if method == "eap-ig":
+                clean_embed, corrupt_embed = _embeddings(model, chunk.clean), _embeddings(model, chunk.corrupt)
+                passes.forward += 2
+            for k in range(1, steps + 1):
+                embed = None if method == "eap" or k == steps else \
+                    corrupt_embed + (k / steps) * (clean_embed - corrupt_embed)
+                step_grads, acts = _reader_gradients(model, graph, chunk, embed)
+                passes.forward += 1
+                passes.backward += 1
+                clean_acts = acts  # the last step is the clean input
+                for name, g in step_grads.items():
+                    grads[name] = grads[name] + g / steps if name in grads else g / steps
+            counter = counterfactual_activations(model, graph, chunk, counterfactual, means, clean_acts.shape)
+            passes.forward += counterfactual == "corrupt"
+            delta = counter - clean_acts
+            for slots in graph.reader_hooks:
+                g = grads[slots.name].float()
+                g = g if slots.per_head else g[:, :, None]
+                total[:, slots.start:slots.stop] += torch.einsum("bpwd,bprd->prw", delta, g)
+    return total * graph.valid / task.n
+
+
+def exact_scores(model: TransformerBridge, task: CircuitTask, edges: GraphEdges, *, counterfactual: str = "corrupt",
+                 batch_size: int = 8, edges_per_pass: int = 16, graph: CircuitGraph | None = None,
+                 passes: PassCount | None = None, progress: bool = False) -> Float[Tensor, " edge"]:
+    """``metric(edge patched) - metric(clean)`` of each edge alone, averaged over the prompts; many edges
+    share one forward pass (``edges_per_pass`` groups of ``batch_size`` rows).
+
+    >>> import torch
+    >>> from interp.models import load_model
+    >>> from interp.interventions.circuits.task import copying_task
+    >>> from interp.interventions.circuits.graph import circuit_graph
+    >>> model = load_model("planted-ub", device="cpu")
+    >>> task, graph = copying_task(model.tokenizer, "UB", 4, 4), circuit_graph(model)
+    >>> logits = GraphEdges.components(graph.valid[-1:].expand(len(graph.readers), -1) & (torch.arange(27) == 26)[:, None])
+    >>> exact_scores(model, task, logits, graph=graph).shape      # every writer's edge into the logits
+    torch.Size([12])
+    """
+    check_method("exact", counterfactual)
+    graph = graph or circuit_graph(model)
+    passes = passes if passes is not None else PassCount()
+    if len(edges) and not bool(graph.valid[edges.reader, edges.writer].all()):
+        raise ValueError("edges: some (reader, writer) pairs are not edges of the graph (the writer is not upstream)")
+    total = torch.zeros(len(edges))
+    with graph_hooks_enabled(model):
+        means = mean_activations(model, graph, task, batch_size, passes) if counterfactual == "mean" else None
+        work = [(rows, edge_rows) for rows in _chunks(task.n, batch_size) for edge_rows in _chunks(len(edges), edges_per_pass)]
+        clean_cache: dict[tuple, tuple[Tensor, Tensor]] = {}
+        for rows, edge_rows in tqdm(work, desc="exact edges", disable=not progress):
+            chunk = task.rows(rows)
+            key = (rows.start, rows.stop)
+            if key not in clean_cache:
+                clean_cache.clear()
+                acts, logits = writer_activations(model, graph, chunk.clean)
+                counter = counterfactual_activations(model, graph, chunk, counterfactual, means, acts.shape)
+                passes.forward += 1 + (counterfactual == "corrupt")
+                clean_cache[key] = (counter - acts, chunk.metric(logits))
+            delta, clean_metric = clean_cache[key]
+            group = edges[edge_rows]
+            hooks = single_edge_hooks(graph, delta, GraphEdges(group.pos, group.reader, group.writer))
+            with torch.no_grad():
+                logits = model.run_with_hooks(chunk.clean.repeat(len(group), 1), fwd_hooks=hooks)
+            passes.forward += 1
+            patched = chunk.metric(logits).view(len(group), -1)
+            total[edge_rows] += (patched - clean_metric[None]).sum(1)
+    return total / task.n

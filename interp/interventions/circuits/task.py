@@ -1,0 +1,95 @@
+"""What a circuit is found for: clean prompts, their counterfactual, the answer tokens and the metric.
+
+The metric of a prompt is the mean log-probability of its answer tokens, teacher-forced (each scored
+position predicts the next answer token); a prompt is *correct* when every answer token is the argmax.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from interp.interventions.circuits.roles import position_roles
+from interp.interventions.edges.data import CopyingPrompts, check_task, copying_prompts
+
+COUNTERFACTUALS: tuple[str, ...] = ("corrupt", "zero", "mean")
+METRICS: tuple[str, ...] = ("logit_diff", "logprob")
+CORRUPT_SEED_OFFSET = 10_000  # the counterfactual strings: another seed, the same length and layout
+
+
+@dataclass(frozen=True)
+class CircuitTask:
+    """Prompts sharing one layout, the positions whose next-token logits are scored, and their answers."""
+
+    name: str
+    clean: Int[Tensor, "batch pos"]
+    corrupt: Int[Tensor, "batch pos"]
+    positions: Int[Tensor, " slot"]
+    targets: Int[Tensor, "batch slot"]
+    roles: tuple[str, ...]
+    prompts: CopyingPrompts | None = None
+    metric_kind: str = "logit_diff"
+
+    def __post_init__(self) -> None:
+        if self.metric_kind not in METRICS:
+            raise ValueError(f"metric_kind={self.metric_kind!r}; expected one of {', '.join(METRICS)}")
+        if self.clean.shape != self.corrupt.shape:
+            raise ValueError(f"clean {tuple(self.clean.shape)} and corrupt {tuple(self.corrupt.shape)} prompts differ in shape")
+        if len(self.roles) != self.clean.shape[1]:
+            raise ValueError(f"{len(self.roles)} roles for {self.clean.shape[1]} positions")
+
+    @property
+    def n(self) -> int:
+        return self.clean.shape[0]
+
+    def rows(self, rows: slice) -> "CircuitTask":
+        return CircuitTask(self.name, self.clean[rows], self.corrupt[rows], self.positions, self.targets[rows],
+                           self.roles, None, self.metric_kind)
+
+    @property
+    def corrupt_targets(self) -> Int[Tensor, "batch slot"]:
+        """The counterfactual's answers: the tokens the corrupt prompts have where the clean ones have theirs."""
+        return self.corrupt[:, self.positions + 1]
+
+    def metric(self, logits: Float[Tensor, "row pos vocab"]) -> Float[Tensor, " row"]:
+        """Per row, the mean over answer tokens of ``logit_diff`` (the answer's logit minus the
+        counterfactual answer's; not saturated where a model is certain) or ``logprob`` (the answer's
+        log-probability). Rows may repeat the prompts in groups (``row = g * n + i``)."""
+        groups = logits.shape[0] // self.targets.shape[0]
+        scored = logits[:, self.positions.to(logits.device)].float()
+        if self.metric_kind == "logprob":
+            scored = scored.log_softmax(-1)
+        targets = self.targets.repeat(groups, 1).to(logits.device)
+        value = scored.gather(-1, targets[..., None])[..., 0]
+        if self.metric_kind == "logit_diff":
+            other = self.corrupt_targets.repeat(groups, 1).to(logits.device)
+            value = value - scored.gather(-1, other[..., None])[..., 0]
+        return value.mean(-1)
+
+    def correct(self, logits: Float[Tensor, "row pos vocab"]) -> Bool[Tensor, " row"]:
+        """Whether every answer token is the argmax, per row (groups as in :meth:`metric`)."""
+        groups = logits.shape[0] // self.targets.shape[0]
+        targets = self.targets.repeat(groups, 1).to(logits.device)
+        return (logits[:, self.positions.to(logits.device)].argmax(-1) == targets).all(-1)
+
+
+def copying_task(tokenizer, task: str, length: int, n: int, *, seed: int = 0, fmt: str = "single-shot",
+                 n_shots: int = 1, prepend_bos: bool = False, metric_kind: str = "logit_diff") -> CircuitTask:
+    """UF / UB prompts of :mod:`interp.interventions.edges.data` with a corrupt twin: the same layout,
+    other letters (seed ``seed + CORRUPT_SEED_OFFSET``).
+
+    >>> from interp.models import tiny_tokenizer
+    >>> t = copying_task(tiny_tokenizer(), "UB", 3, 4)
+    >>> t.clean.shape == t.corrupt.shape, t.targets.shape, bool((t.clean != t.corrupt).any())
+    (True, torch.Size([4, 3]), True)
+    """
+    check_task(task)
+    shots = 1 if fmt == "single-shot" else n_shots
+    clean = copying_prompts(tokenizer, task, length, n, n_shots=shots, seed=seed, prepend_bos=prepend_bos, fmt=fmt)
+    corrupt = copying_prompts(tokenizer, task, length, n, n_shots=shots, seed=seed + CORRUPT_SEED_OFFSET,
+                              prepend_bos=prepend_bos, fmt=fmt)
+    return CircuitTask(task.upper(), clean.tokens, corrupt.tokens, clean.scored_positions(), clean.targets(),
+                       position_roles(clean, prepend_bos), clean, metric_kind)
