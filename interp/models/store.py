@@ -46,8 +46,9 @@ class CachePathError(ValueError):
     """A cache path is taken by something the cache did not write (a file where a folder belongs)."""
 
 
-class CacheDamaged(Exception):
-    """A cached file is missing, truncated or changed since it was written."""
+class CacheDamaged(ValueError):
+    """A cached file is missing, truncated or changed since it was written (a ``ValueError``, so
+    that a script reports it in one line when converting again cannot heal it)."""
 
     def __init__(self, path: Path, reason: str):
         super().__init__(f"{path}: {reason}")
