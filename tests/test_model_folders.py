@@ -124,3 +124,42 @@ def test_a_script_prints_the_refusal_in_one_line(folder, tmp_path, capsys):
     lines = [line for line in err.replace("\r", "\n").splitlines() if line and "Loading weights" not in line]
     assert "Traceback" not in err and len(lines) == 1, err  # transformers' progress bar aside
     assert lines[0].startswith(f"error: --model {folder}") and TENSOR in lines[0]
+
+
+# --------------------------------------------------------------------------- broken LoRA adapters
+
+
+def saved_adapter(tmp_path) -> Path:
+    from interp.models.adapters import LoraSettings, add_lora, save_adapter
+
+    model, _ = tiny_hf_model("tiny-llama")
+    peft_model = add_lora(model, LoraSettings(rank=2))
+    with torch.no_grad():  # a trained adapter: B no longer zero, so A reaches the weights
+        for name, parameter in peft_model.named_parameters():
+            if "lora_B" in name:
+                parameter.fill_(0.01)
+    return save_adapter(peft_model, tmp_path / "adapter", base_model="tiny-llama")
+
+
+@pytest.mark.parametrize("damage", ["NaN lora_A", "lora_alpha 1e39"])
+def test_a_broken_adapter_is_refused_naming_it(tmp_path, damage):
+    from interp.models import load_model
+
+    adapter = saved_adapter(tmp_path)
+    if damage == "NaN lora_A":
+        weights = adapter / "adapter_model.safetensors"
+        tensors = load_file(weights)
+        name = next(k for k in tensors if "lora_A" in k)
+        tensors[name][0, 0] = float("nan")
+        save_file(tensors, weights, metadata={"format": "pt"})
+    else:
+        config = json.loads((adapter / "adapter_config.json").read_text())
+        (adapter / "adapter_config.json").write_text(json.dumps(config | {"lora_alpha": 1e39}))
+    with pytest.raises(ValueError, match=rf"adapter {adapter}: merging it makes weight .* NaN or infinite"):
+        load_model("tiny-llama", device="cpu", adapter=adapter)
+
+
+def test_a_sound_adapter_still_merges(tmp_path):
+    from interp.models import load_model
+
+    assert load_model("tiny-llama", device="cpu", adapter=saved_adapter(tmp_path)).cfg.n_layers == 2
