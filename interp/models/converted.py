@@ -34,13 +34,14 @@ def check_finite(model: torch.nn.Module, source: Path | str) -> None:
         raise CacheDamaged(Path(source), f"weight {name} holds NaN or infinite values")
 
 
-def verify_converted(folder: Path) -> None:
-    """The raw files of a converted folder (everything but processed weights) as written.
+def verify_converted(folder: Path, full: bool = False) -> None:
+    """The raw files of a converted folder (everything but processed weights) as written
+    (``full``: every file hashed, whatever its stat says).
 
-    >>> verify_converted(embedded_folder())  # doctest: +SKIP
+    >>> verify_converted(embedded_folder(), full=True)  # doctest: +SKIP
     """
     raw = [name for name in read_manifest(folder) if not name.startswith(PROCESSED_PREFIX)]
-    verify(folder, raw)
+    verify(folder, raw, full=full)
 
 
 def convert_again(folder: Path, convert: Convert, what: str, reason: str) -> Path:
