@@ -228,3 +228,15 @@ def test_a_copied_cache_is_hashed_once_then_trusted(own_tiny, monkeypatch):
     hashed.clear()
     load_model("tiny-llama", device="cpu")
     assert hashed == []
+
+
+def test_the_verify_command_hashes_every_file(own_tiny, capsys):
+    from interp.cli.models import main
+
+    folder, _ = own_tiny
+    load_model("tiny-llama", device="cpu")
+    assert main(["verify"]) == 0 and "tiny-llama: sound" in capsys.readouterr().out
+    flip_one_bit_keeping_time(folder / "model.safetensors")
+    assert main(["verify"]) == 1
+    out = capsys.readouterr().out
+    assert "tiny-llama: DAMAGED" in out and "model.safetensors" in out and "checksum mismatch" in out
