@@ -103,3 +103,140 @@ def test_a_folder_without_a_manifest_is_refused_not_replaced(tmp_path):
     with pytest.raises(CachePathError, match="did not write"):
         ensure_converted(models / "tiny", convert_tiny, "tiny")
     assert (models / "tiny" / "notes.txt").read_text() == "mine"
+
+
+# --------------------------------------------------------------------------- checksums: stat trusted, bytes caught
+
+
+class Conversions:
+    def __init__(self):
+        self.count = 0
+
+    def __call__(self, staging):
+        self.count += 1
+        convert_tiny(staging)
+
+
+@pytest.fixture
+def own_tiny(tmp_path, monkeypatch):
+    """``load_model("tiny-llama")`` as a model of the cache (the embedded model's code path,
+    with the tiny model as its conversion); returns (folder, conversions)."""
+    import interp.models.loading as loading
+    from interp.models.converted import ensure_converted
+
+    folder, convert = tmp_path / "cache" / "models" / "tiny-llama", Conversions()
+    monkeypatch.setattr(loading, "own_model", lambda name: (ensure_converted(folder, convert, name), convert))
+    return folder, convert
+
+
+def flip_one_bit_keeping_time(path):
+    """One bit of a weight in the middle of the file flipped (still finite), the time put back."""
+    import os
+
+    stat = path.stat()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def logits(bridge):
+    import torch
+
+    with torch.no_grad():
+        return bridge(torch.tensor([[3, 7, 11, 5]]))
+
+
+@pytest.mark.parametrize("then", ["processed file deleted", "another dtype asked for"])
+def test_flipped_raw_weights_are_caught_not_checksummed_again(own_tiny, then, monkeypatch, caplog):
+    import logging
+
+    import torch
+
+    import interp.models.store as store
+    from interp.models import processed_weights_file
+    from interp.models.store import verify
+
+    monkeypatch.setattr(store, "ALWAYS_HASHED_BYTES", 0)  # as large as a real model's weights
+    folder, convert = own_tiny
+    fresh = logits(load_model("tiny-llama", device="cpu"))
+    flip_one_bit_keeping_time(folder / "model.safetensors")
+    dtype = "float32"
+    if then == "processed file deleted":
+        processed_weights_file(folder, torch.float32, torch.device("cpu")).unlink()
+    else:
+        dtype = "bfloat16"
+    with caplog.at_level(logging.WARNING):
+        bridge = load_model("tiny-llama", device="cpu", dtype=dtype)
+    assert convert.count == 2 and "model.safetensors" in caplog.text and "checksum mismatch" in caplog.text
+    verify(folder, full=True)
+    if dtype == "float32":
+        assert torch.equal(logits(bridge), fresh)
+
+
+def test_large_files_with_their_stat_unchanged_are_not_hashed_again(own_tiny, monkeypatch):
+    import interp.models.store as store
+
+    monkeypatch.setattr(store, "ALWAYS_HASHED_BYTES", 0)  # the tiny model's files count as large
+    load_model("tiny-llama", device="cpu")
+    hashed = []
+    real = store.sha256_of
+    monkeypatch.setattr(store, "sha256_of", lambda path: hashed.append(path.name) or real(path))
+    load_model("tiny-llama", device="cpu")
+    assert hashed == []
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "processed"])
+def test_a_flipped_bit_under_a_restored_time_is_caught_by_the_stat(own_tiny, monkeypatch, name, caplog):
+    """The change time a write sets cannot be put back: trusting the stat misses no such edit."""
+    import logging
+
+    import torch
+
+    import interp.models.store as store
+    from interp.models import processed_weights_file
+
+    monkeypatch.setattr(store, "ALWAYS_HASHED_BYTES", 0)
+    folder, convert = own_tiny
+    fresh = logits(load_model("tiny-llama", device="cpu"))
+    processed = processed_weights_file(folder, torch.float32, torch.device("cpu"))
+    target = folder / name if name != "processed" else processed
+    before = target.stat()
+    flip_one_bit_keeping_time(target)
+    assert target.stat().st_mtime_ns == before.st_mtime_ns and target.stat().st_size == before.st_size
+    with caplog.at_level(logging.WARNING):
+        bridge = load_model("tiny-llama", device="cpu")
+    assert "checksum mismatch" in caplog.text and target.name in caplog.text
+    assert torch.equal(logits(bridge), fresh)
+
+
+def test_a_copied_cache_is_hashed_once_then_trusted(own_tiny, monkeypatch):
+    import interp.models.store as store
+    from interp.models.store import read_manifest
+
+    monkeypatch.setattr(store, "ALWAYS_HASHED_BYTES", 0)
+    folder, convert = own_tiny
+    load_model("tiny-llama", device="cpu")
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes())  # same bytes, new times (as a copy or a restore gives)
+    hashed = []
+    real = store.sha256_of
+    monkeypatch.setattr(store, "sha256_of", lambda path: hashed.append(path.name) or real(path))
+    load_model("tiny-llama", device="cpu")
+    assert hashed.count("model.safetensors") == 1 and convert.count == 1
+    assert read_manifest(folder)["model.safetensors"]["ctime_ns"] == weights.stat().st_ctime_ns
+    hashed.clear()
+    load_model("tiny-llama", device="cpu")
+    assert hashed == []
+
+
+def test_the_verify_command_hashes_every_file(own_tiny, capsys):
+    from interp.cli.models import main
+
+    folder, _ = own_tiny
+    load_model("tiny-llama", device="cpu")
+    assert main(["verify"]) == 0 and "tiny-llama: sound" in capsys.readouterr().out
+    flip_one_bit_keeping_time(folder / "model.safetensors")
+    assert main(["verify"]) == 1
+    out = capsys.readouterr().out
+    assert "tiny-llama: DAMAGED" in out and "model.safetensors" in out and "checksum mismatch" in out

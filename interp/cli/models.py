@@ -1,5 +1,6 @@
-"""``python -m interp.cli.models install | status [--model NAME[,NAME] | all]``: the command behind
-``make paper-model``, ``make gemma`` and ``make models``.
+"""``python -m interp.cli.models install | status [--model NAME[,NAME] | all] | verify``: the command
+behind ``make paper-model``, ``make gemma`` and ``make models``; ``verify`` hashes every file of
+every model in the cache (loads trust a file whose stat is unchanged since it was hashed).
 
 A mistake in the arguments is refused in one line naming the argument (exit code 2) before any
 download; a failed download or conversion prints one ``error:`` line and exits with code 1.
@@ -32,6 +33,8 @@ def build_parser() -> Parser:
     status_help = "say whether the models are installed, and where"
     install_args = commands.add_parser("install", help=install_help, description=install_help)
     status_args = commands.add_parser("status", help=status_help, description=status_help)
+    verify_help = "hash every file of every model in the cache and compare with its manifest"
+    commands.add_parser("verify", help=verify_help, description=verify_help)
     for sub, default in ((install_args, QWEN_CODER_1_5B.name), (status_args, "all")):
         sub.add_argument("--model", type=model_names, default=default,
                          help=f"one or more of {', '.join(OFFLINE_MODELS)} (comma-separated), or all "
@@ -82,6 +85,35 @@ def _report_status(models: list[PaperModel]) -> int:
     return 0 if all(folders.values()) else 1
 
 
+def verify_cache(models: Path | None = None) -> int:
+    """Hash every file of every model folder in the cache (``models``, default the cache's
+    ``models/``); one line per model; 0 when all are sound, else 1.
+
+    >>> import tempfile
+    >>> verify_cache(Path(tempfile.mkdtemp()))
+    no model in the cache ...
+    0
+    """
+    from interp.models.store import CacheDamaged, CachePathError, cache_dir, check_cache_entry, read_manifest, verify
+
+    models = cache_dir() / "models" if models is None else Path(models)
+    folders = sorted(p for p in models.glob("*") if not p.name.startswith(".")) if models.is_dir() else []
+    if not folders:
+        print(f"no model in the cache ({models})")
+        return 0
+    damaged = 0
+    for folder in folders:
+        try:
+            check_cache_entry(folder)
+            verify(folder, full=True)
+            sizes = [(folder / name).stat().st_size for name in read_manifest(folder)]
+            print(f"{folder.name}: sound ({len(sizes)} files, {sum(sizes) / 1e9:.2f} GB hashed)")
+        except (CacheDamaged, CachePathError) as err:
+            damaged += 1
+            print(f"{folder.name}: DAMAGED: {err} (the next load converts it again)")
+    return int(damaged > 0)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv``); the exit code.
 
@@ -93,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     SystemExit: 2
     """
     args = build_parser().parse_args(argv)
+    if args.command == "verify":
+        return verify_cache()
     models = [OFFLINE_MODELS[name] for name in args.model]
     if args.command == "status":
         return _report_status(models)

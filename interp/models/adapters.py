@@ -19,6 +19,7 @@ import torch
 from transformers import PreTrainedModel
 
 from interp.core.weights_files import READ_ERRORS, unreadable_reason
+from interp.models.folder import first_non_finite
 
 ADAPTERS_DIR = Path(__file__).resolve().parents[2] / "adapters"
 ADAPTER_INFO = "adapter_info.json"
@@ -224,6 +225,11 @@ def merge_adapter(model: PreTrainedModel, adapter: str | os.PathLike, root: Path
     except (RuntimeError, ValueError, KeyError) as err:
         raise ValueError(f"adapter {path} does not fit this model (it was trained on {recorded or 'unknown'!r}): {err}") from err
     merged = wrapped.merge_and_unload()
+    # A NaN in the adapter, or a scale such as lora_alpha 1e39, turns the merged weights non-finite,
+    # and every score read from them into zeros.
+    if (name := first_non_finite(merged)) is not None:
+        raise ValueError(f"adapter {path}: merging it makes weight {name} NaN or infinite (its weights or its "
+                         f"lora_alpha / r in adapter_config.json are broken); train it again or delete it")
     return merged.eval()
 
 

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from interp.models.folder import ModelFolderError, first_non_finite, load_tokenizer, load_weights
 from interp.models.store import (CacheDamaged, check_cache_entry, publish_folder, read_manifest, remove_stale_staging,
                                  verify)
 
@@ -29,18 +30,18 @@ def check_finite(model: torch.nn.Module, source: Path | str) -> None:
 
     >>> check_finite(torch.nn.Linear(2, 2), "a checkpoint")  # no NaN or infinity: nothing raised
     """
-    for name, tensor in model.state_dict().items():
-        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            raise CacheDamaged(Path(source), f"weight {name} holds NaN or infinite values")
+    if (name := first_non_finite(model)) is not None:
+        raise CacheDamaged(Path(source), f"weight {name} holds NaN or infinite values")
 
 
-def verify_converted(folder: Path) -> None:
-    """The raw files of a converted folder (everything but processed weights) as written.
+def verify_converted(folder: Path, full: bool = False) -> None:
+    """The raw files of a converted folder (everything but processed weights) as written
+    (``full``: every file hashed, whatever its stat says).
 
-    >>> verify_converted(embedded_folder())  # doctest: +SKIP
+    >>> verify_converted(embedded_folder(), full=True)  # doctest: +SKIP
     """
     raw = [name for name in read_manifest(folder) if not name.startswith(PROCESSED_PREFIX)]
-    verify(folder, raw)
+    verify(folder, raw, full=full)
 
 
 def convert_again(folder: Path, convert: Convert, what: str, reason: str) -> Path:
@@ -72,9 +73,10 @@ def ensure_converted(folder: Path, convert: Convert, what: str) -> Path:
 
 
 def _load(folder: Path, dtype: torch.dtype) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
-    check_finite(model, folder)
-    return model.eval(), AutoTokenizer.from_pretrained(folder)
+    try:  # a converted folder is ours: its weights are trusted to fit, and any fault is damage
+        return load_weights(folder, dtype, allow_large=True), load_tokenizer(folder)
+    except ModelFolderError as err:
+        raise CacheDamaged(folder, str(err)) from None
 
 
 def load_converted(folder: Path, dtype: torch.dtype, convert: Convert,

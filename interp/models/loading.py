@@ -6,16 +6,16 @@ import os
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from interp.models.bridge import TransformerBridge
 from interp.models import bridge as tl
-from interp.core.weights_files import READ_ERRORS, unreadable_reason
 from interp.core.naming import (EMBEDDED_MODEL, HUB_REPOS, TINY_MODELS, ModelNotFoundError, canonical_name,
                       with_adapter)
-from interp.models.converted import check_finite, convert_again
+from interp.models.converted import convert_again
 from interp.models.devices import resolve_device, resolve_dtype
 from interp.models.embedded import convert_embedded, embedded_folder, load_embedded_hf
+from interp.models.folder import ModelFolderError, check_fits_memory, load_tokenizer, load_weights, read_config
 from interp.models.hub import cached_hub_models, local_checkpoint
 from interp.models.lean import CheckpointFolder, empty_hf_model
 from interp.models.paper import OFFLINE_MODELS, installed_folder, offline_model, paper_model_folder
@@ -49,9 +49,11 @@ def own_model(name: str):
     return None
 
 
-def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32,
-                  device_map: str | dict | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The plain Hugging Face model and tokenizer behind ``name_or_path`` (no bridge).
+def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32, device_map: str | dict | None = None,
+                  allow_large: bool = False) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The plain Hugging Face model and tokenizer behind ``name_or_path`` (no bridge); a folder
+    whose config describes weights larger than this machine's memory is refused unless
+    ``allow_large`` (:func:`interp.models.folder.check_fits_memory`).
 
     >>> model, tokenizer = load_hf_model("tiny-gpt2")
     >>> model.config.n_layer
@@ -65,7 +67,7 @@ def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32,
     if name == EMBEDDED_MODEL:
         return load_embedded_hf(dtype)
     if offline_model(name) is not None:
-        return _from_folder(paper_model_folder(offline_model(name))[0], dtype, device_map)
+        return _from_folder(paper_model_folder(offline_model(name))[0], dtype, device_map, allow_large)
     if name in TINY_MODELS:
         model, tokenizer = tiny_hf_model(name)
         return model.to(dtype), tokenizer
@@ -73,7 +75,7 @@ def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32,
         model, tokenizer = planted_hf_model(name)
         return model.to(dtype), tokenizer
     if name in TRAINED_MODELS:
-        return _from_folder(trained_folder(name), dtype, device_map)
+        return _from_folder(trained_folder(name), dtype, device_map, allow_large)
     checkpoint = local_checkpoint(name)
     if checkpoint is None:
         raise ModelNotFoundError(
@@ -81,19 +83,19 @@ def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32,
             f"{Path(name).expanduser().resolve()} and for {name!r} in the local Hugging Face cache "
             f"(downloads are disabled here). Available: {', '.join(available_models())}"
         )
-    return _from_folder(checkpoint, dtype, device_map)
+    return _from_folder(checkpoint, dtype, device_map, allow_large)
 
 
-def _from_folder(checkpoint: Path, dtype: torch.dtype, device_map) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def _from_folder(checkpoint: Path, dtype: torch.dtype, device_map,
+                 allow_large: bool = False) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     extra = {"device_map": device_map} if device_map is not None else {}
     try:
-        model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype, attn_implementation="eager", **extra)
-    except READ_ERRORS as err:
-        weights = ", ".join(sorted(p.name for p in Path(checkpoint).glob("*") if p.suffix in (".bin", ".safetensors")))
-        raise ValueError(f"--model {checkpoint}: its weights ({weights or 'none found'}) cannot be read: "
-                         f"{unreadable_reason(err)}") from None
-    check_finite(model, checkpoint)
-    return model.eval(), AutoTokenizer.from_pretrained(checkpoint)
+        check_fits_memory(checkpoint, read_config(checkpoint), dtype, allow_large)  # before anything reads it
+        tokenizer = load_tokenizer(checkpoint)  # before the weights: cheaper, and the model is useless without it
+        model = load_weights(checkpoint, dtype, allow_large, attn_implementation="eager", **extra)
+    except ModelFolderError as err:
+        raise ModelFolderError(f"--model {err}") from None
+    return model, tokenizer
 
 
 def lean_bridge(name: str, folder: Path, dtype: torch.dtype, device: torch.device):
@@ -102,7 +104,10 @@ def lean_bridge(name: str, folder: Path, dtype: torch.dtype, device: torch.devic
 
     >>> bridge = lean_bridge("smollm2-135m", embedded_folder(), torch.float32, torch.device("cpu"))  # doctest: +SKIP
     """
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    try:
+        tokenizer = load_tokenizer(folder)
+    except ModelFolderError as err:
+        raise CacheDamaged(folder, str(err)) from None
     bridge = _prepared_bridge(empty_hf_model(folder, dtype, device), tokenizer, name, device)
     install_or_process(bridge, folder, CheckpointFolder(folder, dtype, device))
     return _finished(bridge, tokenizer)
@@ -156,14 +161,15 @@ def _finished(bridge: TransformerBridge, tokenizer: PreTrainedTokenizerBase):
 
 def load_model(name_or_path: str = EMBEDDED_MODEL, device: str | torch.device | None = None,
                dtype: str | torch.dtype | None = None, device_map: str | dict | None = None,
-               adapter: str | os.PathLike | None = None):
+               adapter: str | os.PathLike | None = None, allow_large: bool = False):
     """Load a model as a ``TransformerBridge`` in compatibility mode.
 
     ``device_map`` (e.g. ``"auto"``) splits a model too large for one GPU with accelerate, for
     local checkpoints; it excludes ``device``. ``adapter`` names a LoRA adapter (a folder, or a
     name under the repo's ``adapters/``) merged into the weights before the bridge is built, so
     every hook and score sees the fine-tuned model; the model's name in results then reads
-    ``<model>+<adapter>``.
+    ``<model>+<adapter>``. A model folder whose config describes weights larger than this
+    machine's memory is refused before anything is built, unless ``allow_large``.
 
     Examples:
         >>> model = load_model("tiny-llama", device="cpu")   # load_model() is the embedded SmolLM2-135M
@@ -186,7 +192,7 @@ def load_model(name_or_path: str = EMBEDDED_MODEL, device: str | torch.device | 
         except CacheDamaged as err:  # raw weights damaged in a way the manifest could not see (NaN)
             convert_again(folder, convert, name, str(err))
             return lean_bridge(name, folder, torch_dtype, torch_device)
-    model, tokenizer = load_hf_model(name, dtype=torch_dtype, device_map=device_map)
+    model, tokenizer = load_hf_model(name, dtype=torch_dtype, device_map=device_map, allow_large=allow_large)
     if adapter is not None:
         from interp.models.adapters import merge_adapter
 

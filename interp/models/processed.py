@@ -4,9 +4,11 @@ processing (layer norms folded, writing weights centred), stored beside the raw 
 Processing clones every tensor, several seconds on a CPU, while the result depends only on the
 raw weights, the dtype, the device type and the TransformerLens version; so it is stored once
 per combination and installed on later loads. The file is only a speed-up: one that differs
-from what was written (checked by its SHA-256 each time it is installed, since flipped bytes
-under a restored time would otherwise give silently wrong weights) is rebuilt from the raw
-weights, and one that cannot be written is skipped with a warning.
+from what was written (its SHA-256 is compared whenever its stat differs from the record, see
+:func:`interp.models.store.verify`: flipped bytes under a restored modification time still
+change the file's ``ctime``) is rebuilt from the raw weights, which are first checked in full
+so that damaged raw weights never get a fresh checksum; one that cannot be written is skipped
+with a warning.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from torch import Tensor
 from interp.models.bridge import TransformerBridge
 from interp.models import bridge as tl
 from interp.core.tables import atomic_path
-from interp.models.converted import PROCESSED_PREFIX
+from interp.models.converted import PROCESSED_PREFIX, verify_converted
 from interp.models.devices import dtype_name
 from interp.models.lean import CheckpointFolder
 from interp.models.store import MANIFEST, CacheDamaged, forget_file, record_files, remove_stale_staging, verify
@@ -54,11 +56,11 @@ def save_processed_weights(bridge: TransformerBridge, target: Path) -> None:
 
 def read_processed_weights(source: Path, device: torch.device | str = "cpu") -> dict[str, Tensor]:
     """The stored tensors (memory-mapped: they take memory as they are used); :class:`CacheDamaged`
-    when the file is not what was written (its checksum is compared, not only its size and time).
+    when the file is not what was written (its checksum is compared whenever its stat changed).
 
     >>> state = read_processed_weights(processed_weights_file(folder, torch.float32, torch.device("cpu")))  # doctest: +SKIP
     """
-    verify(source.parent, [source.name], full=True)
+    verify(source.parent, [source.name])
     try:
         state_dict = load_file(str(source), device=str(device))
     except Exception as err:  # noqa: BLE001 - safetensors raises its own error type for bad files
@@ -78,6 +80,17 @@ def _stored(path: Path, device: torch.device) -> dict[str, Tensor] | None:
         logger.warning("processed-weight cache %s: %s; processing the raw weights again", path, err.reason)
         forget_file(path.parent, path.name)
         return None
+
+
+def _verify_raw_in_full(folder: Path) -> None:
+    """Hash the raw weights before processing them: what is processed gets a fresh checksum, so
+    damage that slipped past the stat check must be caught here or never. A folder without a
+    manifest is not the cache's (a user's ``processed_cache``) and has nothing to compare with."""
+    try:
+        verify_converted(folder, full=True)
+    except CacheDamaged as err:
+        if err.path.name != MANIFEST:
+            raise
 
 
 def install_or_process(bridge: TransformerBridge, cache_folder: Path, raw: CheckpointFolder | None = None) -> None:
@@ -107,6 +120,7 @@ def install_or_process(bridge: TransformerBridge, cache_folder: Path, raw: Check
         except ValueError as err:
             logger.warning("processed-weight cache %s: %s; processing the raw weights again", path, err)
             forget_file(path.parent, path.name)
+    _verify_raw_in_full(cache_folder)
     if raw is not None:
         if tl.can_process_in_chunks(bridge):
             tl.process_in_chunks(bridge, raw.read, progress=True)

@@ -10,10 +10,15 @@ A new conversion is written into a fresh version folder and the link is switched
 ``rename``: a reader sees the old model or the new one, never none (so it never starts a second
 conversion because the folder vanished for a moment).
 
-``manifest.json`` records each file's size, modification time and SHA-256 when it is written.
-:func:`verify` compares sizes always, re-hashes small files (config, tokenizer) always and large
-ones only when their size or time differs from the record (``full=True`` re-hashes everything):
-cheap on every load, and a file truncated or rewritten afterwards is caught and named.
+``manifest.json`` records each file's SHA-256 and its stat (size, modification and change
+times, inode) when it is written. :func:`verify` re-hashes small files (config, tokenizer)
+always and a large one only when its stat differs from the record, then records the new stat
+once the checksum matches (``full=True`` re-hashes everything, ``python -m interp.cli.models
+verify`` does so for the whole cache). Trusting an unchanged stat is sound against any change
+made through the file system: every write, and every ``utime`` that puts a modification time
+back, sets the change time (``ctime``) to now, and no system call sets it back; a copy or
+restore of the cache is a new inode. What a stat cannot see (bits rotting on the disk, a device
+written underneath the file system) is what the full check is for.
 
 A process killed mid-write leaves its staging folder or temporary file (``.<name>.<random>``)
 beside the target; :func:`remove_stale_staging` removes any process's leftovers once nothing
@@ -46,8 +51,9 @@ class CachePathError(ValueError):
     """A cache path is taken by something the cache did not write (a file where a folder belongs)."""
 
 
-class CacheDamaged(Exception):
-    """A cached file is missing, truncated or changed since it was written."""
+class CacheDamaged(ValueError):
+    """A cached file is missing, truncated or changed since it was written (a ``ValueError``, so
+    that a script reports it in one line when converting again cannot heal it)."""
 
     def __init__(self, path: Path, reason: str):
         super().__init__(f"{path}: {reason}")
@@ -86,9 +92,22 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _stat_record(stat: os.stat_result) -> dict:
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "ctime_ns": stat.st_ctime_ns, "inode": stat.st_ino}
+
+
 def _record(path: Path) -> dict:
-    stat = path.stat()
-    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256_of(path)}
+    before = path.stat()
+    digest = sha256_of(path)
+    after = path.stat()
+    record = {**_stat_record(before), "sha256": digest}
+    if _stat_record(after) != _stat_record(before):  # written while hashing: never trust its stat
+        record.pop("ctime_ns")
+    return record
+
+
+def _write_manifest(folder: Path, files: dict[str, dict]) -> None:
+    atomic_write_text(folder / MANIFEST, json.dumps({"files": files}, indent=1, sort_keys=True))
 
 
 def read_manifest(folder: Path) -> dict[str, dict]:
@@ -128,7 +147,7 @@ def record_files(folder: Path, names: Iterable[str]) -> None:
         files = {}
     for name in names:
         files[name] = _record(folder / name)
-    atomic_write_text(folder / MANIFEST, json.dumps({"files": files}, indent=1, sort_keys=True))
+    _write_manifest(folder, files)
 
 
 def forget_file(folder: Path, name: str) -> None:
@@ -149,12 +168,14 @@ def forget_file(folder: Path, name: str) -> None:
     except CacheDamaged:
         return
     if files.pop(name, None) is not None:
-        atomic_write_text(folder / MANIFEST, json.dumps({"files": files}, indent=1, sort_keys=True))
+        _write_manifest(folder, files)
 
 
 def verify(folder: Path, names: Iterable[str] | None = None, full: bool = False) -> None:
     """Raise :class:`CacheDamaged` naming the first file of ``names`` (default: all recorded)
-    that is missing or differs from its manifest entry.
+    that is missing or differs from its manifest entry. A large file whose stat (size, times,
+    inode) is as recorded is trusted without hashing unless ``full``; one whose stat changed is
+    hashed, and its new stat recorded when the checksum still matches.
 
     >>> import tempfile
     >>> folder = Path(tempfile.mkdtemp())
@@ -168,7 +189,8 @@ def verify(folder: Path, names: Iterable[str] | None = None, full: bool = False)
     """
     folder = Path(folder)
     files = read_manifest(folder)
-    for name in files if names is None else names:
+    changed = False
+    for name in list(files) if names is None else names:
         path = folder / name
         if name not in files:
             raise CacheDamaged(path, "not recorded in the manifest")
@@ -178,9 +200,18 @@ def verify(folder: Path, names: Iterable[str] | None = None, full: bool = False)
         stat = path.stat()
         if stat.st_size != record["size"]:
             raise CacheDamaged(path, f"size {stat.st_size} bytes, {record['size']} when written (truncated or rewritten)")
-        if full or stat.st_mtime_ns != record["mtime_ns"] or stat.st_size <= ALWAYS_HASHED_BYTES:
-            if sha256_of(path) != record["sha256"]:
+        unchanged = {key: record.get(key) for key in ("size", "mtime_ns", "ctime_ns", "inode")} == _stat_record(stat)
+        if full or not unchanged or stat.st_size <= ALWAYS_HASHED_BYTES:
+            fresh = _record(path)
+            if fresh["sha256"] != record["sha256"]:
                 raise CacheDamaged(path, "contents changed since it was written (checksum mismatch)")
+            if fresh != record:
+                files[name], changed = fresh, True
+    if changed:  # the same bytes under a new stat (a copied cache, an older manifest): trusted from now on
+        try:
+            _write_manifest(folder, files)
+        except OSError:  # a read-only cache is checked in full each time instead
+            pass
 
 
 def is_version_folder(path: Path, target: Path) -> bool:
