@@ -74,3 +74,39 @@ def test_the_path_method_prints_the_same_share_for_any_order(tmp_path, capsys):
         shares.append([line.rsplit("linear share", 1)[1] for line in capsys.readouterr().out.splitlines()
                        if "linear share" in line])
     assert shares[0] == shares[1] == shares[2] and len(shares[0]) == 2
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--formats", "bogus"], "argument --formats: unknown ['bogus']"),
+    (["--seeds", "-1"], "argument --seeds: expected a seed from 0"),
+    (["--seeds", "1,1"], "argument --seeds: seed(s) [1] given twice"),
+])
+def test_planted_sensitivity_refuses_bad_arguments_before_any_work(argv, fragment, capsys, monkeypatch, tmp_path):
+    import planted_sensitivity
+
+    monkeypatch.setattr(planted_sensitivity, "sensitivity_study", lambda *a, **k: pytest.fail("ran the study first"))
+    with pytest.raises(SystemExit) as exit_info:
+        planted_sensitivity.main(["--out", str(tmp_path), "--figures", str(tmp_path), *argv])
+    assert exit_info.value.code == 2 and fragment in capsys.readouterr().err
+
+
+def test_make_figures_blames_results_for_an_unreadable_results_entry(tmp_path, capsys, monkeypatch):
+    import errno
+
+    import make_figures
+
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "directional_bias_m.csv").mkdir()  # a folder where a table belongs
+    assert make_figures.main(["--results", str(results), "--out", str(tmp_path / "figures"), "--formats", "html"]) == 1
+    err = capsys.readouterr().err
+    assert "directional_bias_m.csv is not a file" in err and "--out" not in err
+
+    def unreadable(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(results / "head_scores_m.csv"))
+
+    monkeypatch.setattr(make_figures, "make_figures", unreadable)
+    with pytest.raises(SystemExit):
+        make_figures.main(["--results", str(results), "--out", str(tmp_path / "figures"), "--formats", "html"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "argument --results: cannot read" in err and "head_scores_m.csv" in err and "--out" not in err
