@@ -11,7 +11,8 @@ heads) are reported the same way through :func:`fail`, still before any scoring.
 Modules: ``parser`` (the parser and :func:`fail`; the one module importing the standard parser),
 ``argtypes`` (argument types), ``args`` (the shared arguments and what scripts make of them),
 ``running`` (:func:`run`: a script's mistakes as one ``error:`` line), ``models`` (the offline-model
-installer's command, `python -m interp.cli.models`).
+installer's command, `python -m interp.cli.models`), ``publish`` (``make publish``: a run's tables
+into ``results/``, table by table).
 """
 
 from interp.cli.args import (add_model_args, add_output_args, add_prompt_args, add_source_args,
