@@ -35,7 +35,7 @@ run: $(STAMP)
 # Refresh the published tables (results/, kept in git) from the last runs' tables in $(RUN_OUT).
 publish:
 	@test -d $(RUN_OUT) || { echo "nothing to publish: run 'make run' (or an analysis with --out $(RUN_OUT)) first"; exit 2; }
-	cp $(RUN_OUT)/*.csv $(RUN_OUT)/*.json $(RUN_OUT)/*.md results/
+	$(PY) -m interp.cli.publish --build $(RUN_OUT) --results results
 
 # Headless Chromium for static figure export and the attention-view browser test (Debian package).
 chromium:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from interp.cli import Parser, existing_dir, fail, run, writable_dir
+from interp.cli import Parser, existing_dir, figure_formats, run, writable_dir
 from interp.core.naming import result_stem
 from interp.core.tables import write_table
-from interp.figures import HTML_FORMATS, STATIC_FORMATS, save_figure
+from interp.figures import save_figure
 from interp.figures.claims import claim_rows, claims_figure, claims_matrix, claims_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,11 +28,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="where claims.* goes (default results/)")
     parser.add_argument("--figures", type=writable_dir, default=str(ROOT / "figures"),
                         help="where the figure goes (default figures/)")
-    parser.add_argument("--formats", default="html,png", help="figure formats (default html,png; '' for none)")
+    parser.add_argument("--formats", type=figure_formats, default="html,png",
+                        help="figure formats (default html,png; '' for none)")
     args = parser.parse_args(argv)
-    formats = [f.strip().lower() for f in args.formats.split(",") if f.strip()]
-    if unknown := [f for f in formats if f not in HTML_FORMATS + STATIC_FORMATS]:
-        fail(parser, "--formats", f"unknown {unknown}; choose from {', '.join(HTML_FORMATS + STATIC_FORMATS)}")
+    formats = args.formats
     claims = claim_rows(args.results)
     if not claims:
         print(f"note: no table in {args.results} speaks to any claim")

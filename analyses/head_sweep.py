@@ -25,7 +25,7 @@ import sys
 
 from interp.models.bridge import TransformerBridge
 from interp.interventions.ablation import ABLATION_KINDS, compute_head_means
-from interp.interventions.ablation_path import ablation_path
+from interp.interventions.ablation_path import ablation_path, path_points
 from interp.interventions.attribution import DEFAULT_QK_ROWS, SCREENS, attribution_sweep, recheck
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         fraction_list, load_model_from_args, positive_int, prompt_config_from_args,
@@ -40,6 +40,9 @@ from interp.core.tables import write_table
 from interp.interventions.sweep import head_sweep
 from interp.data.tasks import TASK_NAMES, get_task
 from interp.measure.teacher_forcing import check_context
+
+
+DEFAULT_ALPHAS = (0.25, 0.5, 0.75, 1.0)
 
 
 def build_parser() -> Parser:
@@ -57,8 +60,9 @@ def build_parser() -> Parser:
     parser.add_argument("--method", default="exact", choices=("exact", "attribution", "path"),
                         help="'exact' (one ablated pass per head, default), 'attribution' (the screen) or 'path' "
                              "(each of --heads part of the way to its ablation)")
-    parser.add_argument("--alphas", type=fraction_list, default=[0.25, 0.5, 0.75, 1.0],
-                        help="with --method path: points of the way, in (0, 1] (default: 0.25,0.5,0.75,1)")
+    parser.add_argument("--alphas", type=fraction_list, default=None,
+                        help="with --method path: points of the way, in (0, 1]; 1 is always added "
+                             "(default: 0.25,0.5,0.75,1)")
     parser.add_argument("--recheck", type=int, default=0,
                         help="with --method attribution: sweep the K largest estimates exactly (default: 0)")
     parser.add_argument("--screen", default="atp*", choices=SCREENS,
@@ -82,8 +86,15 @@ def check_method_args(parser: Parser, args) -> None:
         fail(parser, "--recheck", f"expected a number of heads >= 0, got {args.recheck}")
     if args.method == "path" and not args.heads:
         fail(parser, "--heads", "--method path follows the heads it is given, e.g. --heads 16.0,18.6")
-    if args.method == "path" and min(args.alphas) <= 0:
-        fail(parser, "--alphas", f"points of the way must be in (0, 1], got {args.alphas}")
+    if args.method == "path" and args.recheck:
+        fail(parser, "--recheck", "it refines --method attribution; --method path measures its heads exactly")
+    if args.method != "path" and args.alphas is not None:
+        fail(parser, "--alphas", f"points of the way refine --method path; --method {args.method} takes none")
+    if args.method == "path":
+        try:
+            args.alphas = path_points(args.alphas or DEFAULT_ALPHAS)
+        except ValueError as err:
+            fail(parser, "--alphas", f"points of the way must be in (0, 1]: {err}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from interp.cli import Parser, existing_dir, fail, run, writable_dir
+from interp.cli import Parser, existing_dir, fail, figure_formats, run, writable_dir
 from interp.figures import HTML_FORMATS, STATIC_FORMATS, BrowserNotFoundError, make_figures
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,23 +25,24 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder with the results CSVs (default results/)")
     parser.add_argument("--out", type=writable_dir, default=str(ROOT / "figures"),
                         help="output folder (default figures/)")
-    parser.add_argument("--formats", default="html,pdf,png",
+    parser.add_argument("--formats", type=figure_formats, default="html,pdf,png",
                         help=f"comma-separated, from {', '.join(HTML_FORMATS + STATIC_FORMATS)} (default html,pdf,png)")
     parser.add_argument("--model", default=None, help="only this model's figures (default: every model in the files)")
     parser.add_argument("--inline-js", action="store_true",
                         help="inline plotly.js in every HTML file instead of one shared figures/plotly.min.js")
     args = parser.parse_args(argv)
-    formats = [f.strip().lower() for f in args.formats.split(",") if f.strip()]
-    unknown = [f for f in formats if f not in HTML_FORMATS + STATIC_FORMATS]
-    if unknown or not formats:
-        fail(parser, "--formats", f"unknown {unknown}; choose from {', '.join(HTML_FORMATS + STATIC_FORMATS)}")
+    formats = args.formats
+    if not formats:
+        fail(parser, "--formats", f"no formats; choose from {', '.join(HTML_FORMATS + STATIC_FORMATS)}")
     results = Path(args.results)
     try:
         written, errors = make_figures(results, args.out, formats, model=args.model, inline_js=args.inline_js)
     except BrowserNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except OSError as err:  # the folder stopped being writable after the check
+    except OSError as err:  # a results entry that cannot be read, or --out stopped being writable after the check
+        if err.filename and Path(err.filename).resolve().is_relative_to(results.resolve()):
+            fail(parser, "--results", f"cannot read {err.filename} ({err.strerror or err})")
         fail(parser, "--out", f"cannot write into {str(args.out)!r} ({err.strerror or err})")
     if not written and not errors:
         print(f"note: no results files in {results}: nothing to draw")

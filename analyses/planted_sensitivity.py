@@ -15,8 +15,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from interp.cli import (Namespace, Parser, add_output_args, fail, fraction_list, int_list, positive_int, run,
-                        writable_dir)
+from interp.cli import (Namespace, Parser, add_output_args, fail, figure_formats, fraction_list, positive_int, run,
+                        seed_list, writable_dir)
 from interp.experiments.planted_sensitivity import (CIRCUITS, SensitivityConfig, found_summary, sensitivity_study,
                                                     weakest_found)
 from interp.figures import BrowserNotFoundError, save_figure
@@ -33,10 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--figures", type=writable_dir, default=ROOT / "figures", help="figure folder (default: figures)")
     parser.add_argument("--strengths", type=fraction_list, default=list(SensitivityConfig.strengths),
                         help="strengths of the plant, 1 = as planted, 0 = noise (default: 1 to 0 in steps of 0.1)")
-    parser.add_argument("--seeds", type=int_list, default=list(SensitivityConfig.seeds), help="noise seeds (default: 0,1,2)")
+    parser.add_argument("--seeds", type=seed_list, default=list(SensitivityConfig.seeds), help="noise seeds (default: 0,1,2)")
     parser.add_argument("--circuits", choices=[*CIRCUITS, "all"], default="all", help="UF, UB or all (default)")
     parser.add_argument("--n", type=positive_int, default=SensitivityConfig.n_examples, help="task prompts per cell")
-    parser.add_argument("--formats", default="html,png", help="figure formats (default: html,png)")
+    parser.add_argument("--formats", type=figure_formats, default="html,png", help="figure formats (default: html,png)")
     parser.add_argument("--redraw", action="store_true",
                         help="only redraw the figure from <out>/planted_sensitivity_summary.csv (no model run)")
     args = parser.parse_args(argv)
@@ -62,9 +62,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _save(figure, args: Namespace) -> None:
-    formats = [f for f in args.formats.split(",") if f]
     try:
-        save_figure(figure, args.figures / "planted_sensitivity", formats=formats)
+        save_figure(figure, args.figures / "planted_sensitivity", formats=args.formats)
     except BrowserNotFoundError as err:  # the table is the result; static images need a browser
         save_figure(figure, args.figures / "planted_sensitivity", formats=["html"])
         print(f"wrote HTML only: {err}")

@@ -107,6 +107,7 @@ def _bad_python_rng(payload):
     (_bad_python_rng, "damaged optimizer, scheduler or RNG state"),
     (lambda p: p.update(history=[{"step": "x", "nonsense": 1}]), "damaged history"),
     (lambda p: p.update(losses=[["a"]]), "damaged optimizer, scheduler or RNG state"),
+    (lambda p: p.update(config="UF"), "holds no configuration table"),
 ])
 def test_a_damaged_checkpoint_is_refused_in_one_line_naming_the_file(checkpointed, damage, fragment):
     payload = read_checkpoint(checkpointed)

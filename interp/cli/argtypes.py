@@ -224,6 +224,21 @@ def index_list(text: str) -> list[int] | None:
     return values
 
 
+def figure_formats(text: str) -> list[str]:
+    """Comma-separated figure formats (``""``: none), checked before any work is done.
+
+    >>> figure_formats("HTML, png"), figure_formats("")
+    (['html', 'png'], [])
+    """
+    from interp.figures.export import HTML_FORMATS, STATIC_FORMATS  # plotly: only for scripts that draw
+
+    formats = [f.strip().lower() for f in text.split(",") if f.strip()]
+    unknown = [f for f in formats if f not in HTML_FORMATS + STATIC_FORMATS]
+    if unknown:
+        raise ArgumentTypeError(f"unknown {unknown}; choose from {', '.join(HTML_FORMATS + STATIC_FORMATS)}")
+    return formats
+
+
 def task_name(text: str) -> str:
     """One task name (case-insensitive) -> its canonical spelling.
 

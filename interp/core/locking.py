@@ -85,9 +85,14 @@ class TableLock:
             logger.warning("%s: taking over the lock left by %s, which is no longer running", self.path, stale)
         record = {"pid": os.getpid(), "host": socket.gethostname(),
                   "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "argv": sys.argv}
-        os.ftruncate(fd, 0)
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, json.dumps(record).encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, json.dumps(record).encode())
+        except OSError:  # a full disk: leave no empty lock file behind
+            self.path.unlink(missing_ok=True)
+            os.close(fd)
+            raise
         self._fd = fd
         return self
 

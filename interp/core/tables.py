@@ -76,6 +76,11 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         yield Path(tmp)
         os.chmod(tmp, 0o644)  # mkstemp makes files private; results are meant to be shared
         os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        if err.filename is None:  # a failed write (a full disk) names no file: say which table it was
+            err.filename = str(path)
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

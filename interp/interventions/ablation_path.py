@@ -15,6 +15,7 @@ is the part that a QK fix (:mod:`interp.interventions.qk_fix`) is about.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -44,15 +45,20 @@ class AblationPath:
     frozen_patterns: bool = False
 
     def linear_share(self) -> float:
-        """How much of the full effect a straight line through the first point predicts:
-        ``(delta[0] / alphas[0]) / delta[-1]`` (1 on a line; near 0 or negative for a cliff).
+        """How much of the full effect (at ``alpha = 1``) a straight line through the point nearest
+        the clean run predicts: ``(delta / alpha) / delta at 1`` (1 on a line; near 0 or negative
+        for a cliff); NaN without a point at 1 or a full effect of 0.
 
         >>> AblationPath(Head(0, 0), "zero", [0.1, 1.0], [-0.01, -2.0]).linear_share()
         0.05
+        >>> AblationPath(Head(0, 0), "zero", [1.0, 0.1], [-2.0, -0.01]).linear_share()
+        0.05
         """
-        if self.delta[-1] == 0:
+        full = [d for a, d in zip(self.alphas, self.delta) if a == 1.0]
+        if not full or full[0] == 0:
             return float("nan")
-        return round(self.delta[0] / self.alphas[0] / self.delta[-1], 12)
+        alpha, delta = min(zip(self.alphas, self.delta))
+        return round(delta / alpha / full[0], 12)
 
     def summary(self) -> str:
         """One line: the head, then ``alpha: change`` for each point.
@@ -65,10 +71,31 @@ class AblationPath:
         return f"{self.head} ({self.kind} ablation{frozen}): {points}"
 
 
+# Closer to the clean run than this, a point measures the rounding of the activations, not the head.
+MIN_ALPHA = 1e-3
+
+
+def path_points(alphas: Sequence[float]) -> list[float]:
+    """The points of a path as measured: sorted, each once, ending at 1 (the full ablation, which
+    :meth:`AblationPath.linear_share` compares with).
+
+    >>> path_points([1.0, 0.5, 0.5]), path_points([0.25])
+    ([0.5, 1.0], [0.25, 1.0])
+    >>> path_points([1e-300])
+    Traceback (most recent call last):
+    ValueError: alphas=[1e-300]: expected points in [0.001, 1] (1: the full ablation; a point nearer 0 measures rounding, not the head)
+    """
+    values = list(alphas)
+    if not values or any(not isinstance(a, (int, float)) or not math.isfinite(a) or not MIN_ALPHA <= a <= 1.0
+                         for a in values):
+        raise ValueError(f"alphas={values}: expected points in [{MIN_ALPHA:g}, 1] (1: the full ablation; a point "
+                         f"nearer 0 measures rounding, not the head)")
+    return sorted({float(a) for a in values} | {1.0})
+
+
 def _check_path_args(model: TransformerBridge, head, alphas: Sequence[float], kind: str, means, encoded) -> Head:
     (checked,) = validate_heads([head], model.cfg.n_layers, model.cfg.n_heads, name="head")
-    if not alphas or any(not 0.0 < a <= 1.0 for a in alphas):
-        raise ValueError(f"alphas={list(alphas)}: expected a non-empty list of points in (0, 1] (1: the full ablation)")
+    path_points(alphas)
     check_ablation_kind(kind, means)
     if not encoded:
         raise ValueError("encoded prompts must not be empty")
@@ -99,7 +126,8 @@ def ablation_path(model: TransformerBridge, encoded: Sequence[EncodedPrompt], he
                   kind: AblationKind = "zero", means: HeadMeans | None = None, frozen_patterns: bool = False,
                   batch_size: int = 8) -> AblationPath:
     """The exact change of the mean answer log-prob when ``head`` alone moves ``alpha`` of the
-    way to its ablation, for each of ``alphas``; at ``alpha = 1`` it is ``head_sweep``'s number.
+    way to its ablation, for each of ``alphas`` (sorted, with 1 added: :func:`path_points`); at
+    ``alpha = 1`` it is ``head_sweep``'s number.
 
     Examples:
         >>> from interp.models import load_model
@@ -113,6 +141,7 @@ def ablation_path(model: TransformerBridge, encoded: Sequence[EncodedPrompt], he
         (True, True)
     """
     head = _check_path_args(model, head, alphas, kind, means, encoded)
+    alphas = path_points(alphas)
     totals = torch.zeros(len(alphas), dtype=torch.float64)
     for batch in padded_batches(encoded, batch_size, pad_token_id(model.tokenizer)):
         where = AnswerPositions.of(batch.items)
@@ -127,4 +156,4 @@ def ablation_path(model: TransformerBridge, encoded: Sequence[EncodedPrompt], he
             for i, alpha in enumerate(alphas):
                 with model.hooks(fwd_hooks=[*hooks, _moving_head(head, alpha, kind, means)]):
                     totals[i] += (metric(model(tokens)) - clean).double().sum().cpu()
-    return AblationPath(head, kind, [float(a) for a in alphas], (totals / len(encoded)).tolist(), frozen_patterns)
+    return AblationPath(head, kind, alphas, (totals / len(encoded)).tolist(), frozen_patterns)

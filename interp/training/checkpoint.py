@@ -183,12 +183,14 @@ def restore(path: Path, model: torch.nn.Module, optimizer, scheduler, scaler, co
     [[0.0, 0.0]]
     """
     payload = read_checkpoint(path)
-    _check_step(path, payload["step"], config)
+    if not isinstance(payload["config"], dict):
+        raise CheckpointUnreadable(f"checkpoint {path} holds no configuration table; {WAY_OUT}")
     saved, current = _comparable(payload["config"]), _comparable(config.as_dict())
     if saved != current:
         diff = {k: (saved.get(k), current.get(k)) for k in set(saved) | set(current) if saved.get(k) != current.get(k)}
         raise ValueError(f"checkpoint {path} was made with a different configuration {diff} "
                          f"(saved, now); pass resume=False (--no-resume) or another run folder")
+    _check_step(path, payload["step"], config)
     _check_weights(path, payload["model"], dict(model.named_parameters()))
     _check_finite(path, "optimizer state", payload["optimizer"])
     try:  # what is left can only be refused by the loaders themselves
