@@ -439,6 +439,7 @@ def test_realistic_claims_per_length_and_position_kind(realistic_results):
     assert lorem_claim.verdict == "supports" and lorem_claim.n == 3060
     assert (lorem_claim.estimate, lorem_claim.lo, lorem_claim.hi) == (pytest.approx(d), pytest.approx(lo), pytest.approx(hi))
     assert "unambiguous 0.9891 vs ambiguous 0.9000" in lorem_claim.value and ".9996 / .9643" in lorem_claim.value
+    assert lorem_claim.value.endswith("exact copies 4/16")
 
 
 def test_realistic_figures_are_built_from_the_tables(realistic_results):
