@@ -6,7 +6,7 @@ reversed (cherry-pick, backward copy); exact-match accuracy per order and histor
     python analyses/git_history.py --generate             # also score free generations line by line
 
 Writes ``<out>/git_history_<model>.{csv,json,md}``. A killed run started again with the same
-arguments resumes from its finished (task, length) cells.
+settings (other lengths or tasks allowed) resumes from its finished (task, length) cells.
 """
 
 from __future__ import annotations
@@ -45,7 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     config = GitConfig(n_commits=tuple(args.commits), n_examples=args.examples, n_shots=args.shots,
                        tasks=tuple(args.tasks), instruction=not args.no_instruction, seed=args.seed)
     stem = result_stem_from_args(args, "git_history")
-    run_config = {"model": args.model, "adapter": args.adapter, "dtype": args.dtype, "config": asdict(config),
+    # lengths and tasks are left out: each (task, length) cell is seeded on its own, so a run asked for
+    # more lengths or tasks than a killed one reuses the cells that one finished
+    cell_config = {k: v for k, v in asdict(config).items() if k not in ("n_commits", "tasks")}
+    run_config = {"model": args.model, "adapter": args.adapter, "dtype": args.dtype, "config": cell_config,
                   "generate": args.generate}
     with TableLock(stem) as lock:  # before the model loads: a second run on this table is refused at once
         model = load_model_from_args(args)

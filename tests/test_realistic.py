@@ -343,6 +343,36 @@ def test_git_run_resumes_from_its_journal(tiny, tmp_path, monkeypatch):
     assert again == first and calls == [3, 3]  # only the unfinished length ran again
 
 
+def test_git_script_resumes_a_killed_run_asked_for_more_lengths(tmp_path, monkeypatch):
+    """Each (task, length) cell is seeded on its own: a run extended with another length reuses
+    the cells a killed run finished and computes only the new ones."""
+    import importlib.util
+
+    from interp.experiments.realistic import git_history
+
+    spec = importlib.util.spec_from_file_location("git_history_script", "analyses/git_history.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    common = ["--model", "tiny-llama", "--device", "cpu", "--out", str(tmp_path), "--examples", "2", "--shots", "0",
+              "--no-instruction", "--quiet"]
+    real, calls = git_history.evaluate_git, []
+
+    def killed_at_3(model, task, n, *args, **kwargs):
+        if n == 3:
+            raise KeyboardInterrupt
+        return real(model, task, n, *args, **kwargs)
+
+    monkeypatch.setattr(git_history, "evaluate_git", killed_at_3)
+    with pytest.raises(KeyboardInterrupt):
+        script.main(["--commits", "2,3", *common])
+    monkeypatch.setattr(git_history, "evaluate_git", lambda m, task, n, *a, **k: calls.append((task, n)) or real(m, task, n, *a, **k))
+    assert script.main(["--commits", "2,3,4", *common]) == 0
+    assert calls == [("revert", 3), ("cherry-pick", 3), ("revert", 4), ("cherry-pick", 4)]
+    rows = json.loads((tmp_path / "git_history_tiny-llama.json").read_text())["rows"]
+    assert [(r["task"], r["n_commits"]) for r in rows][:2] == [("revert", 2), ("cherry-pick", 2)] and len(rows) == 6
+    assert not (tmp_path / "git_history_tiny-llama.partial.jsonl").exists()
+
+
 def test_lorem_run_resumes_from_its_journal(tiny, tmp_path, monkeypatch):
     from interp.core.journal import RowJournal
     from interp.experiments.realistic import lorem
@@ -409,6 +439,7 @@ def test_realistic_claims_per_length_and_position_kind(realistic_results):
     assert lorem_claim.verdict == "supports" and lorem_claim.n == 3060
     assert (lorem_claim.estimate, lorem_claim.lo, lorem_claim.hi) == (pytest.approx(d), pytest.approx(lo), pytest.approx(hi))
     assert "unambiguous 0.9891 vs ambiguous 0.9000" in lorem_claim.value and ".9996 / .9643" in lorem_claim.value
+    assert lorem_claim.value.endswith("exact copies 4/16")
 
 
 def test_realistic_figures_are_built_from_the_tables(realistic_results):

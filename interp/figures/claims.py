@@ -202,7 +202,7 @@ def _realistic_claims(model: str, rows: Rows, source: str) -> list[Claim]:
         ambiguous = (round(float(r["tf_accuracy_ambiguous"]) * int(r["n_ambiguous_positions"])), int(r["n_ambiguous_positions"]))
         d, lo, hi = difference_interval(clear, ambiguous)
         value = (f"unambiguous {clear[0] / clear[1]:.4f} vs ambiguous {ambiguous[0] / ambiguous[1]:.4f} "
-                 f"({LOREM_REFERENCE}); exact copies {float(r['accuracy']):.2f} of {int(r['n_paragraphs'])}")
+                 f"({LOREM_REFERENCE}); exact copies {round(float(r['accuracy']) * int(r['n_paragraphs']))}/{int(r['n_paragraphs'])}")
         claims.append(Claim("Lorem Ipsum: copying is more accurate at unambiguous than at ambiguous positions", model,
                             value, d, lo, hi, clear[1] + ambiguous[1], _verdict(lo, hi), source,
                             f"teacher-forced positions pooled over {int(r['n_paragraphs'])} paragraphs "

@@ -64,7 +64,7 @@ def git_history_figure(rows: Rows, model: str | None = None, source: str = "git_
     if not fig.data:
         raise ValueError(f"{source}: no revert or cherry-pick rows for model {model!r}")
     n_examples = sorted({index_value(r, "n_examples", source) for r in rows})
-    fig.update_xaxes(title_text="history length N (commits)")
+    fig.update_xaxes(title_text="history length N (commits)", tickvals=sorted({index_value(r, "n_commits", source) for r in rows}))
     fig.update_yaxes(title_text="exact-match accuracy (%)", range=[-3, 103])
     return style(fig, f"Git history: forward vs backward copy ({model})", 640, 470,
                  note=f"Teacher-forced exact match of every line and <end>; n = {', '.join(map(str, n_examples))} "
@@ -92,14 +92,13 @@ def lorem_figure(rows: Rows, source: str = "lorem_ipsum_summary.csv") -> go.Figu
             x=models, y=[100 * v for v in values] + [100 * reference], name=name, marker_color=colour,
             error_y=dict(type="data", symmetric=False, array=[100 * b[1] for b in bars] + [0],
                          arrayminus=[100 * b[0] for b in bars] + [0], thickness=1.5, width=4, color=OKABE_ITO["black"]),
-            text=[f"{100 * v:.1f}" for v in values] + [f"{100 * reference:.2f}"], textposition="outside",
             customdata=[[index_value(r, count, source)] for r in rows] + [["?"]],
             hovertemplate=f"%{{x}}, {name}<br>accuracy %{{y:.2f}}% (n=%{{customdata[0]}} positions)<extra></extra>"))
     low = min(min(t.y) for t in fig.data)
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text="copy accuracy (%)", range=[max(0.0, low - 10), 103])
     paragraphs = ", ".join(f"{r['model']} {int(number(r, 'n_paragraphs', source))}" for r in rows)
-    return style(fig, "Lorem Ipsum copying: unambiguous vs ambiguous positions", 260 + 170 * len(models), 480,
+    return style(fig, "Lorem Ipsum copying: unambiguous vs ambiguous positions", 300 + 170 * len(models), 560,
                  note="Teacher-forced argmax at every copy position (ambiguous: the previous token has several "
                       f"successors in the paragraph); paragraphs: {paragraphs}. Bars: 95% Wilson intervals over "
                       "pooled positions (not independent within a paragraph). Llama-3.1-8B: the paper's scores.")
