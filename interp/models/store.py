@@ -1,6 +1,6 @@
 """The model cache: converted models stored once, replaced atomically, checked before use.
 
-Layout under :func:`cache_dir` (``$INTERP_CACHE``, default ``~/.cache/interp``)::
+Layout under [`cache_dir`][interp.models.store.cache_dir] (``$INTERP_CACHE``, default ``~/.cache/interp``)::
 
     models/<name>              a symbolic link to the current version folder
     models/.<name>.<random>/   config.json, model.safetensors, tokenizer files,
@@ -11,13 +11,13 @@ A new conversion is written into a fresh version folder and the link is switched
 conversion because the folder vanished for a moment).
 
 ``manifest.json`` records each file's size, modification time and SHA-256 when it is written.
-:func:`verify` compares sizes always, re-hashes small files (config, tokenizer) always and large
+[`verify`][interp.models.store.verify] compares sizes always, re-hashes small files (config, tokenizer) always and large
 ones only when their size or time differs from the record (``full=True`` re-hashes everything):
 cheap on every load, and a file truncated or rewritten afterwards is caught and named.
 
 A process killed mid-write leaves its staging folder or temporary file (``.<name>.<random>``)
-beside the target; :func:`remove_stale_staging` removes any process's leftovers once nothing
-has written into them for :data:`STALE_AFTER_S` seconds.
+beside the target; [`remove_stale_staging`][interp.models.store.remove_stale_staging] removes any process's leftovers once nothing
+has written into them for `STALE_AFTER_S` seconds.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def _record(path: Path) -> dict:
 
 
 def read_manifest(folder: Path) -> dict[str, dict]:
-    """The manifest of ``folder`` (file name -> size, time, checksum); :class:`CacheDamaged` when
+    """The manifest of ``folder`` (file name -> size, time, checksum); [`CacheDamaged`][interp.models.store.CacheDamaged] when
     there is none.
 
     >>> import tempfile
@@ -153,7 +153,7 @@ def forget_file(folder: Path, name: str) -> None:
 
 
 def verify(folder: Path, names: Iterable[str] | None = None, full: bool = False) -> None:
-    """Raise :class:`CacheDamaged` naming the first file of ``names`` (default: all recorded)
+    """Raise [`CacheDamaged`][interp.models.store.CacheDamaged] naming the first file of ``names`` (default: all recorded)
     that is missing or differs from its manifest entry.
 
     >>> import tempfile
