@@ -302,3 +302,44 @@ def test_study_rows_feed_the_figures_directly():
 def test_figures_display_themselves_in_a_notebook():
     fig = F.head_scores_figure(rows("head_scores"))
     assert hasattr(fig, "_repr_html_") or hasattr(fig, "_repr_mimebundle_")
+
+
+# --------------------------------------------------------------------------- HTML figures in a browser
+
+
+def open_figure(fig: go.Figure, tmp_path: Path, window: tuple[int, int]) -> str:
+    from interp.figures.browser import headless_chromium
+
+    (path,) = F.save_figure(fig, tmp_path / "figure", formats=("html",))
+    return headless_chromium(path, window=window)
+
+
+def legend_box(dom: str) -> tuple[float, float]:
+    """(left edge, width) of the rendered legend, from its transform and background rectangle."""
+    found = re.search(r'<g class="legend"[^>]*transform="translate\(([\d.]+),[\d.]+\)"><rect class="bg"[^>]*?width="([\d.]+)"',
+                      dom)
+    assert found, "no legend in the rendered figure"
+    return float(found[1]), float(found[2])
+
+
+@pytest.mark.browser
+@needs_browser
+def test_html_figure_fits_the_window_and_has_a_title(tmp_path):
+    fig = F.ablation_figure(rows("ablation"))
+    fig.layout.width = 1440  # a figure wider than the window below
+    dom = open_figure(fig, tmp_path, window=(1000, 700))
+    width = float(re.search(r'<svg class="main-svg"[^>]*width="([\d.]+)"', dom)[1])
+    left, legend = legend_box(dom)
+    assert width <= 1000, f"the figure is {width} px wide in a 1000 px window"
+    assert left + legend <= width, f"the legend ({left} + {legend} px) is cut off at {width} px"
+    assert re.search(r"<title>Head ablations \(tiny-model\)</title>", dom)
+    assert fig.layout.width == 1440  # the static export's size is the figure's own
+
+
+@pytest.mark.browser
+@needs_browser
+def test_head_scores_page_shows_one_colour_scale(tmp_path):
+    dom = open_figure(F.head_scores_figure(rows("head_scores")), tmp_path, window=(1200, 800))
+    assert len(re.findall(r'<g class="[^"]*\bcolorbar\b', dom)) == 1, "one colour bar for every panel's attention scores"
+    ticks = [float(t) for t in re.findall(r'class="ycbcoloraxistick"><text[^>]*data-unformatted="([\d.]+)"', dom)]
+    assert min(ticks) == 0.0 and max(ticks) == 1.0, f"the scale reads {ticks}, not shares of attention from 0 to 1"

@@ -233,3 +233,24 @@ def test_second_view_names_heads_in_headless_chromium(tiny, tmp_path):
     patterns_text = re.sub(r"<[^>]+>", " ", mounts[1])
     assert "head 1.2" in patterns_text and "head 0.3" in patterns_text
     assert not re.search(r"Head \d", patterns_text), "the second view labels heads by index, not by name"
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(chromium_path() is None,
+                    reason="needs headless Chromium: run scripts/install_chromium.sh (make does) or set BROWSER_PATH")
+def test_wide_score_table_scrolls_in_headless_chromium(tiny, tmp_path):
+    from types import SimpleNamespace
+
+    scores = SimpleNamespace(scores={f"a_long_score_name_{i}": torch.rand(2, 4) for i in range(30)})
+    view = attention_view(tiny, "UB", "1.2,0.3", length=6, model_name="tiny-llama", scores=scores)
+    page = save_attention_view(view, tmp_path / "view.html")
+    probe = """<script>window.addEventListener('load', () => {
+      const table = document.querySelector('table.scores'), box = table.parentElement;
+      document.body.setAttribute('data-probe', JSON.stringify({table: table.getBoundingClientRect().right,
+        box: box.getBoundingClientRect().right, overflow: getComputedStyle(box).overflowX, window: innerWidth}));
+    });</script></body>"""
+    page.write_text(page.read_text().replace("</body>", probe))
+    found = re.search(r'data-probe="([^"]*)"', headless_chromium(page, window=(1000, 900)))
+    measured = __import__("json").loads(found[1].replace("&quot;", '"'))
+    assert measured["table"] > measured["window"]  # wider than the window: the case to handle
+    assert measured["box"] <= measured["window"] and measured["overflow"] in ("auto", "scroll"), measured

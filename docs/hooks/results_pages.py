@@ -1,9 +1,12 @@
 """MkDocs hook: one page per results table under ``results/`` (``results/<table>_<model>.md``), built at
 every ``mkdocs build``, so the site shows whatever tables the last published runs wrote.
 
-The published figures (``figures/*.png``) are served at ``figures/`` of the site, for the pages that show them.
-Each page holds one section per model with the table and the run's settings (from the ``.json`` beside
-it); ``results/index.md`` lists them. Nothing is written into ``docs/``: the pages exist only in the build.
+The published figures (``figures/*.png``, and the attention page ``figures/*.html``) are served at
+``figures/`` of the site, and every figure ``interp.figures.build_figures`` draws from ``results/`` is
+served there as an interactive page (``figures/<stem>.html``, plotly.js once beside them). Each results
+page holds one section per model: its figure first (the published PNG, else the interactive page), the
+run's settings (from the ``.json`` beside it), then the table, folded away when it is long.
+``results/index.md`` lists them. Nothing is written into ``docs/``: the pages exist only in the build.
 """
 
 from __future__ import annotations
@@ -44,13 +47,47 @@ def run_settings(json_path: Path) -> str:
     return f'??? note "Run settings"\n\n{block}\n'
 
 
-def table_page(table: str, sources: list[Path]) -> str:
+FIGURE_OF_TABLE = {"directional_bias": "accuracy_vs_length", "from_scratch": "from_scratch"}  # other tables: same name
+LONG_TABLE = 20  # rows; a longer table is folded under its figure
+
+
+def figure_stem(table: str, model: str) -> str:
+    """The stem of the figure drawn from ``results/<table>_<model>``, as ``interp.figures`` names it."""
+    kind = FIGURE_OF_TABLE.get(table, table)
+    return f"{kind}_{model}" if model else kind
+
+
+def figure_block(stem: str, interactive: dict[str, int]) -> str:
+    """The section's figure: the published PNG with a link to the interactive page, or the interactive page."""
+    png, page = FIGURES / f"{stem}.png", f"figures/{stem}.html"
+    link = f"[interactive figure](../{page})" if page in interactive else ""
+    if png.is_file():
+        return f"![{stem}](../figures/{stem}.png)\n\n{link}\n" if link else f"![{stem}](../figures/{stem}.png)\n"
+    if link:  # raw HTML: the built page sits one folder deeper (results/<table>/index.html)
+        height = interactive[page] + 20
+        return (f'<iframe class="interp-figure" src="../../{page}" title="{stem}" loading="lazy" '
+                f'style="height: {height}px"></iframe>\n\n'
+                f"{link}\n")
+    return ""
+
+
+def compact_table(text: str) -> str:
+    """The table as is when short; folded under a summary line when long (the figure carries the overview)."""
+    rows = sum(1 for line in text.splitlines() if line.startswith("|")) - 2
+    if rows <= LONG_TABLE:
+        return text
+    return f'??? note "The table ({rows} rows)"\n\n' + textwrap.indent(text, "    ") + "\n"
+
+
+def table_page(table: str, sources: list[Path], interactive: dict[str, int] | None = None) -> str:
+    interactive = interactive or {}
     parts = [f"# {table}\n", f"Generated from `results/{table}_<model>.md` at build time.\n"]
     for source in sorted(sources):
         _, model = table_and_model(source.stem)
-        parts += [f"## {model or table}\n", f"`results/{source.name}` (also `.csv`, `.json`)\n",
-                  run_settings(source.with_suffix(".json")), source.read_text().strip() + "\n"]
-    return "\n".join(parts)
+        parts += [f"## {model or table}\n", figure_block(figure_stem(table, model), interactive),
+                  f"`results/{source.name}` (also `.csv`, `.json`)\n",
+                  run_settings(source.with_suffix(".json")), compact_table(source.read_text().strip()) + "\n"]
+    return "\n".join(part for part in parts if part)
 
 
 def index_page(tables: dict[str, list[Path]]) -> str:
@@ -80,12 +117,30 @@ def on_config(config):
     return config
 
 
+def interactive_figures(config) -> tuple[list[File], dict[str, int]]:
+    """Every figure the published tables allow, as an interactive page, and plotly.js once beside them;
+    and each page's height in pixels."""
+    from plotly.offline import get_plotlyjs
+
+    from interp.figures import PLOTLY_JS, build_figures, figure_html
+
+    figures, _ = build_figures(RESULTS, log=lambda _: None)  # a table that cannot be drawn has no figure
+    pages = [File.generated(config, f"figures/{stem}.html", content=figure_html(fig)) for stem, fig in figures]
+    heights = {f"figures/{stem}.html": int(fig.layout.height or 500) for stem, fig in figures}
+    return (pages + [File.generated(config, f"figures/{PLOTLY_JS}", content=get_plotlyjs())] if pages else []), heights
+
+
 def on_files(files: Files, config) -> Files:
+    published = [File(f"figures/{figure.name}", src_dir=str(ROOT), dest_dir=config["site_dir"],
+                      use_directory_urls=config["use_directory_urls"])
+                 for figure in sorted([*FIGURES.glob("*.png"), *FIGURES.glob("*.html")])]
+    drawn, heights = interactive_figures(config)
+    interactive = [f for f in drawn if not (FIGURES / Path(f.src_uri).name).is_file()]  # published pages win
     tables = published_tables()
+    names = {f.src_uri: heights.get(f.src_uri, 700) for f in published + interactive if f.src_uri.endswith(".html")}
     for table, sources in tables.items():
-        files.append(File.generated(config, f"{PAGE_DIR}/{table}.md", content=table_page(table, sources)))
+        files.append(File.generated(config, f"{PAGE_DIR}/{table}.md", content=table_page(table, sources, names)))
     files.append(File.generated(config, f"{PAGE_DIR}/index.md", content=index_page(tables)))
-    for figure in sorted(FIGURES.glob("*.png")):
-        files.append(File(f"figures/{figure.name}", src_dir=str(ROOT), dest_dir=config["site_dir"],
-                          use_directory_urls=config["use_directory_urls"]))
+    for file in published + interactive:
+        files.append(file)
     return files

@@ -1,16 +1,16 @@
 """The command-line vocabulary every script shares: ``analyses/``, ``benchmarks/`` and the model
 installer (``python -m interp.cli.models``). Parsing only; no experiment logic. Scripts take
-:class:`Parser`, its argument types, ``ArgumentTypeError`` (for a type of their own) and
+[`Parser`][interp.cli.parser.Parser], its argument types, ``ArgumentTypeError`` (for a type of their own) and
 ``Namespace`` from here.
 
 One style for mistakes: a bad argument is refused by the parser, before any model is loaded,
 with ``error: argument --n: expected an integer >= 1, got '0'`` and exit code 2. Problems only
 visible once the model is loaded (a length past its context, ``--k`` larger than its number of
-heads) are reported the same way through :func:`fail`, still before any scoring.
+heads) are reported the same way through [`fail`][interp.cli.parser.fail], still before any scoring.
 
-Modules: ``parser`` (the parser and :func:`fail`; the one module importing the standard parser),
+Modules: ``parser`` (the parser and [`fail`][interp.cli.parser.fail]; the one module importing the standard parser),
 ``argtypes`` (argument types), ``args`` (the shared arguments and what scripts make of them),
-``running`` (:func:`run`: a script's mistakes as one ``error:`` line), ``models`` (the offline-model
+``running`` ([`run`][interp.cli.running.run]: a script's mistakes as one ``error:`` line), ``models`` (the offline-model
 installer's command, `python -m interp.cli.models`), ``publish`` (``make publish``: a run's tables
 into ``results/``, table by table).
 """

@@ -46,7 +46,7 @@ def add_output_args(parser: ArgumentParser, default_dir: str = "results") -> Non
 
 
 def add_prompt_args(parser: ArgumentParser, shots: int = 5) -> None:
-    """``--shots``, ``--protocol`` and ``--template``; read them with :func:`prompt_config_from_args`.
+    """``--shots``, ``--protocol`` and ``--template``; read them with [`prompt_config_from_args`][interp.cli.args.prompt_config_from_args].
 
     >>> parser = Parser()
     >>> add_prompt_args(parser)
@@ -66,7 +66,7 @@ def add_prompt_args(parser: ArgumentParser, shots: int = 5) -> None:
 
 
 def prompt_config_from_args(parser: ArgumentParser, args: Namespace, tasks: Sequence[str] = ()):
-    """The :class:`interp.prompts.PromptConfig` of ``--shots`` / ``--protocol`` / ``--template``;
+    """The [`interp.prompts.PromptConfig`][interp.prompts.config.PromptConfig] of ``--shots`` / ``--protocol`` / ``--template``;
     with ``tasks``, a template that does not apply to one of them is refused here, by name.
 
     >>> parser = Parser()
@@ -93,7 +93,7 @@ def prompt_config_from_args(parser: ArgumentParser, args: Namespace, tasks: Sequ
 
 
 def add_source_args(parser: ArgumentParser) -> None:
-    """``--data`` (the paper's JSONL files) and ``--repeats``; read them with :func:`source_from_args`.
+    """``--data`` (the paper's JSONL files) and ``--repeats``; read them with [`source_from_args`][interp.cli.args.source_from_args].
 
     >>> parser = Parser()
     >>> add_source_args(parser)
@@ -165,7 +165,7 @@ def load_model_from_args(args: Namespace):
 
 
 def result_stem_from_args(args: Namespace, kind: str, variant: str | Sequence[str] = ()) -> Path:
-    """Where a script writes its ``kind`` of table: :func:`interp.core.naming.result_stem` under
+    """Where a script writes its ``kind`` of table: [`interp.core.naming.result_stem`][interp.core.naming.result_stem] under
     ``args.out`` for the run's model, adapter and dtype.
 
     >>> result_stem_from_args(Namespace(out=Path("results"), model="smollm2", adapter="ub", dtype="bfloat16"),

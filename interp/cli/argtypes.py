@@ -161,7 +161,7 @@ def int_list(text: str) -> list[int]:
 
 
 def positive_int_list(text: str) -> list[int]:
-    """:func:`int_list` with every integer >= 1 (``--lengths``).
+    """[`int_list`][interp.cli.argtypes.int_list] with every integer >= 1 (``--lengths``).
 
     >>> positive_int_list("10,20")
     [10, 20]

@@ -1,5 +1,5 @@
-"""The parser every script builds (:class:`Parser`) and :func:`fail`, its way of refusing an argument
-after parsing. The one module that imports ``argparse``: the rest of :mod:`interp.cli`, and every
+"""The parser every script builds ([`Parser`][interp.cli.parser.Parser]) and [`fail`][interp.cli.parser.fail], its way of refusing an argument
+after parsing. The one module that imports ``argparse``: the rest of [`interp.cli`][interp.cli], and every
 script, take ``ArgumentParser``, ``ArgumentTypeError`` and ``Namespace`` from here.
 """
 

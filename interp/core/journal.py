@@ -6,8 +6,8 @@ resumes from the rows; any other configuration starts afresh (one log line says 
 tagged with another configuration is never read. Damaged lines (a line cut by a kill, bytes
 flipped, a row of the wrong shape) are skipped with a warning naming the file and line, and the
 journal is rewritten without them before anything is appended, so a cut last line never glues
-onto the next row. The run holds the table's lock (:class:`interp.core.locking.TableLock`) from the
-moment the journal is opened until :meth:`RowJournal.finish` or :meth:`RowJournal.close`."""
+onto the next row. The run holds the table's lock ([`interp.core.locking.TableLock`][interp.core.locking.TableLock]) from the
+moment the journal is opened until [`RowJournal.finish`][interp.core.journal.RowJournal.finish] or [`RowJournal.close`][interp.core.journal.RowJournal.close]."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """What the library needs from a model, as ``Protocol`` s.
 
-:class:`LanguageModel` is what the evaluators need (tokens in, logits out): a TransformerLens bridge
-satisfies it, and so does :class:`interp.training.HFForward`, a plain Hugging Face model seen the same
-way. :class:`HookedModel` adds TransformerLens' public hook API (hooks by name, caches), which the
+[`LanguageModel`][interp.core.lm.LanguageModel] is what the evaluators need (tokens in, logits out): a TransformerLens bridge
+satisfies it, and so does [`interp.training.HFForward`][interp.training.evaluation.HFForward], a plain Hugging Face model seen the same
+way. [`HookedModel`][interp.core.lm.HookedModel] adds TransformerLens' public hook API (hooks by name, caches), which the
 interventions and the attention readers use. What needs more than that (the weights, running from a
-layer) takes a ``TransformerBridge`` and goes through :mod:`interp.models.bridge`."""
+layer) takes a ``TransformerBridge`` and goes through [`interp.models.bridge`][interp.models.bridge]."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class ForwardConfig(Protocol):
 
 @dataclass(frozen=True)
 class LMConfig:
-    """A concrete :class:`ForwardConfig` for models that are not bridges."""
+    """A concrete [`ForwardConfig`][interp.core.lm.ForwardConfig] for models that are not bridges."""
 
     device: torch.device
     default_prepend_bos: bool
@@ -50,7 +50,7 @@ Hook = tuple[str | Callable[[str], bool], Callable]
 
 @runtime_checkable
 class HookedModel(LanguageModel, Protocol):
-    """A :class:`LanguageModel` that also runs with hooks named as TransformerLens names them
+    """A [`LanguageModel`][interp.core.lm.LanguageModel] that also runs with hooks named as TransformerLens names them
     (``blocks.3.attn.hook_z``) and caches activations: a TransformerLens bridge.
 
     >>> from interp.models import load_model

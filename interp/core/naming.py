@@ -123,7 +123,7 @@ def result_stem(folder: str | Path, kind: str, model: str | None = None, *, adap
 
 def split_result_stem(stem: str) -> tuple[str, str]:
     """A result file's stem split into its kind and the rest (model label, dtype, variants), the
-    inverse of :func:`result_stem`'s joining; ``("", stem)`` for a name of no known kind.
+    inverse of [`result_stem`][interp.core.naming.result_stem]'s joining; ``("", stem)`` for a name of no known kind.
 
     >>> split_result_stem("ablation_summary_smollm2-135m_anti-by-duplicate_v_composition")
     ('ablation_summary', 'smollm2-135m_anti-by-duplicate_v_composition')

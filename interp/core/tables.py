@@ -87,7 +87,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through :func:`atomic_path`; returns ``path``.
+    """Write ``text`` to ``path`` through [`atomic_path`][interp.core.tables.atomic_path]; returns ``path``.
 
     >>> import tempfile
     >>> path = atomic_write_text(Path(tempfile.mkdtemp()) / "notes.md", "# Notes")
@@ -100,7 +100,7 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through :func:`atomic_path`; returns ``path``.
+    """Write ``data`` to ``path`` through [`atomic_path`][interp.core.tables.atomic_path]; returns ``path``.
 
     >>> import tempfile
     >>> path = atomic_write_bytes(Path(tempfile.mkdtemp()) / "figure.png", b"PNG")

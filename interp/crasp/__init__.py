@@ -13,16 +13,16 @@ Boolean-valued                                  Count-valued
   comparison   C1(i) <= C2(i)                     constant     1
 
 ``psi`` is either "always" or a relation that depends only on ``i - j`` and holds at boundedly
-many distances (:class:`Distance`; the key example is ``j = i - 1``, "the previous position").
+many distances ([`Distance`][interp.crasp.operations.Distance]; the key example is ``j = i - 1``, "the previous position").
 A task is expressible when a program defines ``NEXT_a(i)`` for every symbol ``a`` so that at each
 output position exactly the correct next symbol holds; generation stops when none holds.
 
 Everything is vectorised over a batch: Boolean vectors are ``Bool[Tensor, "batch pos"]``, counts
 ``Int[Tensor, "batch pos"]``. A *family* ``{F_a : a in A}`` of Boolean vectors with at most one
 member true per position (the symbols ``Q_a``, "the previous symbol is a", ...) is a
-:class:`Symbols`, stored as the index of the true member. Programs that range over every symbol,
+[`Symbols`][interp.crasp.operations.Symbols], stored as the index of the true member. Programs that range over every symbol,
 such as the paper's "for each bigram ab", are finite disjunctions of C-RASP operations; the
-evaluator computes them at once instead of materialising ``|A|^2`` vectors (see :func:`lookup`).
+evaluator computes them at once instead of materialising ``|A|^2`` vectors (see [`lookup`][interp.crasp.operations.lookup]).
 
 Sequences are ``<bos> context <sep> query`` for retrieval and ``<bos> string <sep> output...``
 for copying, as in the paper's proofs (Lemma 7 retrieves "the symbol that had followed <bos>").

@@ -126,7 +126,7 @@ def exact_match(program: ProgramFn, examples: Sequence[TaskExample], vocab: Voca
 
 def accuracy(program: ProgramFn, examples: Sequence[TaskExample], vocab: Vocabulary | None = None,
              mode: str = "teacher-forced") -> float:
-    """The share of ``examples`` on which :func:`exact_match` holds.
+    """The share of ``examples`` on which [`exact_match`][interp.crasp.running.exact_match] holds.
 
     >>> from interp.crasp.programs import program_for
     >>> from interp.data.tasks import generate_examples

@@ -110,7 +110,7 @@ def encode(example: TaskExample, vocab: Vocabulary, with_target: bool = False) -
 
 
 def encode_batch(examples: Sequence[TaskExample], vocab: Vocabulary, with_target: bool = False) -> Tokens:
-    """:func:`encode` of each example, in one tensor (the examples must encode to the same length).
+    """[`encode`][interp.crasp.vocabulary.encode] of each example, in one tensor (the examples must encode to the same length).
 
     >>> from interp.data.tasks import generate_examples
     >>> examples = generate_examples("UF", 4, n=2)

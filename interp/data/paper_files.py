@@ -1,6 +1,6 @@
-"""Where task examples come from: the seeded generator (:class:`Generated`, the default) or the
-paper's own JSONL files (:class:`PaperData`), so that every analysis can evaluate exactly the
-records the paper evaluated (``--data FILE``). Both are :class:`ExampleSource` objects.
+"""Where task examples come from: the seeded generator ([`Generated`][interp.data.paper_files.Generated], the default) or the
+paper's own JSONL files ([`PaperData`][interp.data.paper_files.PaperData]), so that every analysis can evaluate exactly the
+records the paper evaluated (``--data FILE``). Both are [`ExampleSource`][interp.data.paper_files.ExampleSource] objects.
 
 Formats (``datasets/`` of ``lacoco-lab/always_a_transformer``):
 
@@ -11,7 +11,7 @@ Formats (``datasets/`` of ``lacoco-lab/always_a_transformer``):
 
 Every symbol is one item. A record's answer is checked against the task's rule; the record's own
 answer is what is scored, and records whose answer disagrees with the rule are counted in
-:attr:`PaperData.disagreements` (the paper's generator has a known edge case at position 0).
+`PaperData.disagreements` (the paper's generator has a known edge case at position 0).
 """
 
 from __future__ import annotations

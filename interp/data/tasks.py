@@ -299,7 +299,7 @@ def generate_example(task: str | TaskSpec, length: int, seed: int | random.Rando
 def generate_examples(task: str | TaskSpec, length: int, n: int, seed: int = 0,
                       vocabulary: Sequence[str] = ALNUM, repeats: str = "pool") -> list[TaskExample]:
     """``n`` examples of ``task`` at ``length``; the same seed always gives the same list.
-    ``repeats`` (non-unique copying only): ``"pool"`` or ``"sparse"``, see :data:`Repeats`.
+    ``repeats`` (non-unique copying only): ``"pool"`` or ``"sparse"``, see `Repeats`.
 
     >>> [example.target for example in generate_examples("UB", 4, n=2, seed=1)]
     [('S', 'z', 'o', 'L'), ('N', 'c', 'x', 'h')]

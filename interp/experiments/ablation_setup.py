@@ -2,7 +2,7 @@
 each ablates), the prompt sets, the mean-ablation reference and the head scores, and the checks that
 refuse an impossible request before any forward pass.
 
-The study itself (:func:`interp.experiments.head_ablation.ablation_study`) runs the conditions.
+The study itself ([`interp.experiments.head_ablation.ablation_study`][interp.experiments.head_ablation.ablation_study]) runs the conditions.
 """
 
 from __future__ import annotations

@@ -10,11 +10,11 @@ Per (task, length) cell and batch of prompts, two forward passes:
    kind for the sweep); logits only at the scored positions.
 
 Scoring as the repo's ``patch_induction_heads.py``, through the toolkit's one teacher-forced result type
-(:class:`~interp.measure.teacher_forcing.AnswerScores` per branch, summarised by ``Accuracy``): ``correct`` =
+([`AnswerScores`][interp.measure.teacher_forcing.AnswerScores] per branch, summarised by ``Accuracy``): ``correct`` =
 argmax right at all ``L`` copy tokens, ``mean_logprob`` = mean log-probability of them (the repo's loss is its
 negative). The first copy token is predicted at the ``,`` before the copy, which no patched edge touches (the
 repo patches queries at the copy only); the last copy token's query predicts EOS, which is not scored, so it is
-not computed. :func:`interp.experiments.edge_tables.upgrade_row` rewrites tables with the earlier columns (``n``, ``loss``, ...) to these.
+not computed. [`interp.experiments.edge_tables.upgrade_row`][interp.experiments.edge_tables.upgrade_row] rewrites tables with the earlier columns (``n``, ``loss``, ...) to these.
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ def layers_label(layers: Sequence[int] | None) -> str:
 @dataclass(frozen=True)
 class _EdgeMeasurement:
     """What every edge-table row holds: the run's settings, the cell, and the copy's exact match with
-    its binomial standard error and Wilson interval (:class:`~interp.measure.teacher_forcing.Accuracy`)
+    its binomial standard error and Wilson interval ([`Accuracy`][interp.measure.teacher_forcing.Accuracy])
     and mean log-prob with its standard error."""
 
     model: str

@@ -47,7 +47,7 @@ def upgrade_row(row: Mapping) -> dict:
 
 
 def upgrade_table(path: str | Path) -> list[Path]:
-    """Rewrite the edge table ``path`` (its .csv, .json and .md, whichever exist) with :func:`upgrade_row`; the
+    """Rewrite the edge table ``path`` (its .csv, .json and .md, whichever exist) with [`upgrade_row`][interp.experiments.edge_tables.upgrade_row]; the
     rows are read from the .json where there is one (exact values and the metadata), else from the .csv.
 
     >>> upgrade_table("results/edge_patching_smollm2-135m.csv")  # doctest: +SKIP

@@ -292,7 +292,7 @@ def _train_job(job: tuple) -> list[ScratchRow]:
 def train_table(config: ScratchConfig, tasks: Sequence[str] | None = None,
                 positionals: Sequence[Positional] = ("absolute",), run_root: Path | None = None,
                 progress: bool = True, resume: bool = True, workers: int = 1) -> list[ScratchRow]:
-    """Every task x positional encoding; rows as :func:`train_one` makes them.
+    """Every task x positional encoding; rows as [`train_one`][interp.experiments.from_scratch.train_one] makes them.
 
     ``workers`` > 1 trains that many cells at once in separate processes: models this small do
     not speed up with more threads, so two single-threaded processes use two cores twice as well

@@ -2,8 +2,8 @@
 k random heads (per seed), each zero- and mean-ablated, on each task and length.
 
 Each prompt set's clean run keeps the residual stream entering the lowest ablated layer of every
-condition (:mod:`interp.interventions.replay`); a condition then recomputes only the layers from there on, and
-unembeds only the answer positions. With a :class:`interp.core.tables.RowJournal`, finished cells are
+condition ([`interp.interventions.replay`][interp.interventions.replay]); a condition then recomputes only the layers from there on, and
+unembeds only the answer positions. With a `interp.core.tables.RowJournal`, finished cells are
 recorded as they finish and a re-run with the same configuration skips them.
 """
 
@@ -102,7 +102,7 @@ def ablation_study(model: TransformerBridge, scores: HeadScores, config: Ablatio
     """Accuracy on each task and length: clean, then under each condition and ablation kind.
 
     Each prompt set's clean run keeps the residual stream entering the lowest ablated layer of
-    every condition (:mod:`interp.interventions.replay`); a condition then recomputes only the layers from
+    every condition ([`interp.interventions.replay`][interp.interventions.replay]); a condition then recomputes only the layers from
     there on, and unembeds only the answer positions. ``replay_clean=False`` runs every
     condition as a full hooked forward pass with logits at every position instead (the
     reference the replay is checked and timed against).

@@ -1,5 +1,5 @@
 """How weak a planted circuit each instrument still finds: the planted models of
-:mod:`interp.models.planted` at falling ``strength`` (planted weights mixed with seeded random
+[`interp.models.planted`][interp.models.planted] at falling ``strength`` (planted weights mixed with seeded random
 ones), each instrument asked to find the heads put there.
 
 One row per (circuit, strength, noise seed, instrument): ``found`` (did the instrument name the
@@ -11,7 +11,7 @@ the instrument ranks heads) and the circuit's clean accuracy. Instruments:
 * ``ablation:zero`` / ``ablation:mean``: ablating the head that carries the task halves its
   accuracy or worse (and the model solved it at least half the time to begin with);
 * ``sweep``: the exact single-head sweep (``interp.interventions.sweep``) ranks the heads the task needs first;
-* ``screen:<name>``: an attribution screen (``interp.interventions.attribution``) does the same; :data:`SCREENS`
+* ``screen:<name>``: an attribution screen (``interp.interventions.attribution``) does the same; `SCREENS`
   holds the screens, so a new one (``first-order`` plain attribution patching, ``atp*`` with the QK fix) is one more entry;
 * ``edges``: cutting the paper's edges (``interp.interventions.edges``: induction keys for UF, anti-induction
   values for UB) halves the accuracy or worse.

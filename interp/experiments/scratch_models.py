@@ -1,6 +1,6 @@
 """From-scratch models kept as checkpoints (``scratch-uf``, ``scratch-ub``): trained by
-:mod:`interp.experiments.from_scratch` with its ``mechanism`` preset, saved as a Hugging Face folder with the word-level
-tokenizer, so that :func:`interp.models.load_model` and every analysis can use them."""
+[`interp.experiments.from_scratch`][interp.experiments.from_scratch] with its ``mechanism`` preset, saved as a Hugging Face folder with the word-level
+tokenizer, so that [`interp.models.load_model`][interp.models.loading.load_model] and every analysis can use them."""
 
 from __future__ import annotations
 

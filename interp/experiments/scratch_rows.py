@@ -1,4 +1,4 @@
-"""The rows of the from-scratch table (:mod:`interp.experiments.from_scratch`): exact match per model and
+"""The rows of the from-scratch table ([`interp.experiments.from_scratch`][interp.experiments.from_scratch]): exact match per model and
 length bin, and the verdict of each task and encoding against the theory's prediction."""
 
 from __future__ import annotations

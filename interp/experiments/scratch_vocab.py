@@ -1,5 +1,5 @@
 """The items and the word-level tokenizer of the models trained from scratch
-(:mod:`interp.experiments.from_scratch`): every item and every piece of the prompt formats is one token."""
+([`interp.experiments.from_scratch`][interp.experiments.from_scratch]): every item and every piece of the prompt formats is one token."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The paper's theory table, executed: every task's C-RASP[pos] program run on random instances.
 
 Expressible tasks (UL, UR, NLFirst, NRFirst, UF, UB) get their length-independent program from
-:mod:`interp.crasp`; it must be exact at every length. The others (NLLast, NRLast, NF, NB) have
+[`interp.crasp`][interp.crasp]; it must be exact at every length. The others (NLLast, NRLast, NF, NB) have
 no such program (the paper's reasons live in ``interp.data.tasks.TASKS[...].theory_reason``); in their
 place the table runs a *bounded* C-RASP[pos] program, sized to be exact on the training lengths
 of the paper's from-scratch models (1-50), to show what the theory predicts: exact up to the

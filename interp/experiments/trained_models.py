@@ -1,4 +1,4 @@
-"""Building the models of :mod:`interp.models.trained`: the fine-tuning recipe of
+"""Building the models of [`interp.models.trained`][interp.models.trained]: the fine-tuning recipe of
 ``smollm2-135m-ft-uf`` / ``-ub``, training what is missing (a killed run resumes), and exporting a
 run's latest checkpoint as a loadable folder."""
 

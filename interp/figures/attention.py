@@ -50,7 +50,7 @@ MARK_QUERY, MARK_SOURCE, MARK_QUERY_ITEM = "[Q]", "[A]", "[q]"
 
 
 def pattern_hook_name(layer: int) -> str:
-    """The hook whose value :func:`head_patterns` reads: ``hook_pattern`` of ``layer``.
+    """The hook whose value [`head_patterns`][interp.figures.attention.head_patterns] reads: ``hook_pattern`` of ``layer``.
 
     >>> pattern_hook_name(3)
     'blocks.3.attn.hook_pattern'
@@ -169,7 +169,7 @@ def attention_view(model: HookedModel, task: str, heads: str | Sequence[HeadLike
                    model_name: str | None = None, source=None, scores=None) -> AttentionView:
     """Attention of ``heads`` (``"18.6,17.3"`` or ``[(18, 6), ...]``) on example ``example`` of
     ``task`` at ``length``, with the same prompts as ``interp.measure.evaluate.task_prompts``. ``scores``
-    (a :class:`interp.measure.head_scores.HeadScores`, e.g. ``interp.measure.mechanism_scores.all_head_scores``) are
+    (a [`interp.measure.head_scores.HeadScores`][interp.measure.head_scores.HeadScores], e.g. ``interp.measure.mechanism_scores.all_head_scores``) are
     shown beside each head.
 
     >>> view = attention_view(load_model("planted-ub"), "UB", "1.1,1.2", prompt_config=PromptConfig(n_shots=0))  # doctest: +SKIP

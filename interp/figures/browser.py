@@ -58,7 +58,7 @@ def isolated_env(profile: str | Path) -> dict[str, str]:
 
 
 def isolated_launcher(browser: str, profile: str | Path) -> Path:
-    """An executable in ``profile`` that starts ``browser`` with :func:`isolated_env`'s folders,
+    """An executable in ``profile`` that starts ``browser`` with [`isolated_env`][interp.figures.browser.isolated_env]'s folders,
     for launchers (kaleido) that start the browser themselves with the caller's environment.
 
     >>> kaleido.Kaleido(path=str(isolated_launcher("/usr/bin/chromium", profile)))  # doctest: +SKIP

@@ -73,7 +73,7 @@ Built = tuple[list[tuple[str, go.Figure]], list[str]]
 
 
 def _per_model_figures(results_dir: Path, model: str | None, log) -> Built:
-    """One figure per model (``model`` only, when given) of every :data:`RESULT_FILES` table."""
+    """One figure per model (``model`` only, when given) of every [`RESULT_FILES`][interp.figures.build.RESULT_FILES] table."""
     figures: list[tuple[str, go.Figure]] = []
     errors: list[str] = []
     used: set[str] = set()

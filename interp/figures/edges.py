@@ -4,7 +4,7 @@ The tables hold the copy's mean log-prob (``mean_logprob``, ``delta_mean_logprob
 the paper plots, its negative.
 
 Both take rows as written by ``analyses/patch_edges.py`` (``interp.core.tables.read_csv``) and return plotly figures
-in the project's style; :func:`edge_figures` finds every edge-patching table in a results folder, for
+in the project's style; [`edge_figures`][interp.figures.edges.edge_figures] finds every edge-patching table in a results folder, for
 ``make figures``.
 """
 

@@ -4,6 +4,8 @@ PDF/SVG/PNG rendered by a local headless Chromium through kaleido, all written a
 from __future__ import annotations
 
 import asyncio
+import html
+import re
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -13,6 +15,7 @@ import plotly.graph_objects as go
 
 from interp.figures.browser import BROWSER_HINT, BrowserNotFoundError, find_browser, isolated_launcher
 from interp.core.tables import atomic_write_bytes, atomic_write_text, stem_file
+from interp.figures.style import FONT
 
 STATIC_FORMATS = ("pdf", "svg", "png")
 HTML_FORMATS = ("html",)
@@ -94,6 +97,7 @@ class StaticExporter:
 
 
 PLOTLY_JS = "plotly.min.js"
+MIN_PAGE_WIDTH = 640  # narrower windows scroll rather than squeeze the panels
 
 
 def _write_plotlyjs(directory: Path) -> None:
@@ -106,16 +110,36 @@ def _write_plotlyjs(directory: Path) -> None:
         atomic_write_text(target, script)
 
 
-def figure_html(fig: go.Figure, inline_js: bool = False) -> str:
-    """``fig`` as a complete HTML page (plotly.js from ``plotly.min.js`` beside it, or inlined).
+def figure_title(fig: go.Figure) -> str:
+    """The figure's title as plain text (its HTML tags dropped), for a page's ``<title>``.
 
-    >>> figure_html(go.Figure()).startswith("<!doctype html>")
-    True
+    >>> figure_title(go.Figure(layout_title_text="Head ablations<br><sup>SmolLM2</sup>"))
+    'Head ablations SmolLM2'
+    """
+    text = fig.layout.title.text or "figure"
+    return " ".join(re.sub(r"<[^>]+>", " ", text).split())
+
+
+def figure_html(fig: go.Figure, inline_js: bool = False) -> str:
+    """``fig`` as a complete HTML page (plotly.js from ``plotly.min.js`` beside it, or inlined),
+    titled by the figure's title, as wide as the window (never narrower than ``MIN_PAGE_WIDTH``;
+    the figure's own width is what static export uses).
+
+    >>> page = figure_html(go.Figure(layout_title_text="Head ablations", layout_width=1440))
+    >>> page.startswith("<!doctype html>"), "<title>Head ablations</title>" in page, '"width":1440' in page
+    (True, True, False)
     """
     config = {"displaylogo": False, "responsive": True,
               "toImageButtonOptions": {"format": "svg", "filename": "figure"}}
-    return fig.to_html(full_html=True, include_plotlyjs=True if inline_js else PLOTLY_JS, include_mathjax=False,
-                       config=config)
+    page = go.Figure(fig)  # a copy: the caller's figure keeps its width for static export
+    page.update_layout(width=None, autosize=True)
+    height = fig.layout.height or 500
+    text = page.to_html(full_html=True, include_plotlyjs=True if inline_js else PLOTLY_JS, include_mathjax=False,
+                        config=config, default_width="100%", default_height=f"{height}px")
+    head = (f"<title>{html.escape(figure_title(fig))}</title>\n"
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<style>body {{ margin: 0; font-family: {FONT}; }} body > div {{ min-width: {MIN_PAGE_WIDTH}px; }}</style>\n")
+    return text.replace("<head>", "<head>\n" + head, 1)
 
 
 def save_figure(fig: go.Figure, stem: str | Path, formats: Sequence[str] = ("html", "pdf", "png"),

@@ -186,7 +186,7 @@ def sd(values: Sequence[float]) -> float:
 
 
 def task_order(tasks: Iterable[str]) -> list[str]:
-    """The tasks present, in the paper's order (:data:`interp.data.tasks.TASK_NAMES`).
+    """The tasks present, in the paper's order (`interp.data.tasks.TASK_NAMES`).
 
     >>> task_order({"UB", "UF", "UL"})
     ['UL', 'UF', 'UB']

@@ -4,7 +4,7 @@
 ``[batch, pos, head, d_head]``, so replacing one head's slice removes exactly that head's
 contribution (``hook_result`` would need ``set_use_attn_result(True)`` and silently never fires
 otherwise). Hooks are plain TransformerLens ``(name, fn)`` pairs: pass them to
-``interp.measure.evaluate.evaluate_task(..., fwd_hooks=...)`` or use :func:`ablated` as a context manager.
+``interp.measure.evaluate.evaluate_task(..., fwd_hooks=...)`` or use [`ablated`][interp.interventions.ablation.ablated] as a context manager.
 """
 
 from __future__ import annotations

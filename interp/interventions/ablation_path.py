@@ -1,8 +1,8 @@
 """How one head's ablation effect grows on the way from the clean run to the ablated one: the check
 to run where an attribution screen and the exact sweep disagree about a head.
 
-An attribution screen (:mod:`interp.interventions.attribution`) reads the slope of the answer
-log-probability at the clean run. :func:`ablation_path` measures it exactly at points ``alpha`` of
+An attribution screen ([`interp.interventions.attribution`][interp.interventions.attribution]) reads the slope of the answer
+log-probability at the clean run. [`ablation_path`][interp.interventions.ablation_path.ablation_path] measures it exactly at points ``alpha`` of
 the path on which that head alone moves ``alpha`` of the way to its ablation
 (``z + alpha * (z_ablated - z)``; ``alpha = 1`` is the exact sweep's number). A straight line
 says a first-order estimate can be trusted for the head; a flat start and a cliff near
@@ -10,7 +10,7 @@ says a first-order estimate can be trusted for the head; a flat start and a clif
 gone, or other heads carry the same signal until then) that no gradient taken at the clean run can
 see. ``frozen_patterns=True`` pins every later layer's attention patterns to their clean values:
 the part of the effect that remains does not run through attention patterns, so the difference
-is the part that a QK fix (:mod:`interp.interventions.qk_fix`) is about.
+is the part that a QK fix ([`interp.interventions.qk_fix`][interp.interventions.qk_fix]) is about.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def ablated_z(z: Float[Tensor, "batch pos head_index d_head"], layer: int, kind:
 
 @dataclass(frozen=True)
 class AttributionPass:
-    """One forward and backward pass of :func:`attribution_pass`: the logits, each layer's
+    """One forward and backward pass of [`attribution_pass`][interp.interventions.attribution.attribution_pass]: the logits, each layer's
     ``hook_z`` (before any mixing) with the metric's gradient there, and the ``watched`` hooks'
     values with their gradients."""
 
@@ -92,7 +92,7 @@ class AttributionPass:
 def attribution_pass(model: HookedModel, tokens: Int[Tensor, "batch pos"], metric: Metric, kind: AblationKind = "zero",
                      means: HeadMeans | None = None, fwd_hooks: Sequence[Hook] = (), alpha: float = 0.0,
                      watch: Sequence[str] = (), keep: Sequence[str] = ()) -> AttributionPass:
-    """The forward and backward pass behind :func:`head_attributions`; ``watch`` names further
+    """The forward and backward pass behind [`head_attributions`][interp.interventions.attribution.head_attributions]; ``watch`` names further
     hooks whose values and gradients are returned, ``keep`` hooks whose values alone are (both in
     ``watched``; a kept value is detached).
 
@@ -189,7 +189,7 @@ def atp_star_attributions(model: TransformerBridge, tokens: Int[Tensor, "batch p
                           means: HeadMeans | None = None, fwd_hooks: Sequence[Hook] = (),
                           layout: AttentionLayout | None = None, qk_rows: int | None = DEFAULT_QK_ROWS
                           ) -> tuple[Float[Tensor, "batch out_pos vocab"], Float[Tensor, "batch layer head_index"]]:
-    """:func:`head_attributions` with AtP*'s QK fix (:mod:`interp.interventions.qk_fix`): each head's effect on
+    """[`head_attributions`][interp.interventions.attribution.head_attributions] with AtP*'s QK fix ([`interp.interventions.qk_fix`][interp.interventions.qk_fix]): each head's effect on
     later heads' attention patterns through their queries and keys is taken through the softmax
     exactly, for the ``qk_rows`` pattern rows per prompt (``None``: all) that can matter most.
 
@@ -258,7 +258,7 @@ def attribution_sweep(model: TransformerBridge, encoded: Sequence[EncodedPrompt]
     run before ``interp.interventions.sweep.head_sweep``, at the cost of one forward and one backward pass per
     batch instead of one (partial) forward pass per head.
 
-    ``screen="atp*"`` (default) adds AtP*'s QK fix (:func:`atp_star_attributions`, ``qk_rows``
+    ``screen="atp*"`` (default) adds AtP*'s QK fix ([`atp_star_attributions`][interp.interventions.attribution.atp_star_attributions], ``qk_rows``
     pattern rows per prompt recomputed); ``"first-order"`` is plain attribution patching, where
     ``steps > 1`` averages the gradient over ``steps`` points of the path on which every head
     moves towards its ablation at once (midpoint rule; integrated gradients), at ``steps`` times
@@ -295,7 +295,7 @@ def attribution_sweep(model: TransformerBridge, encoded: Sequence[EncodedPrompt]
 
 def _check_sweep_args(encoded: Sequence[EncodedPrompt], kind: str, means: HeadMeans | None, steps: int, screen: str,
                       qk_rows: int | None) -> None:
-    """One clear error for the first of :func:`attribution_sweep`'s arguments that cannot work."""
+    """One clear error for the first of [`attribution_sweep`][interp.interventions.attribution.attribution_sweep]'s arguments that cannot work."""
     if screen not in SCREENS:
         raise ValueError(f"screen={screen!r}; expected one of {SCREENS}")
     if screen == "atp*" and steps != 1:

@@ -1,6 +1,6 @@
 """Single-head ablation sweep: the effect of ablating each head alone on a task.
 
-Built on :mod:`interp.interventions.replay`: a head in layer ``L`` cannot change the residual stream below
+Built on [`interp.interventions.replay`][interp.interventions.replay]: a head in layer ``L`` cannot change the residual stream below
 ``L``, so each batch's clean run keeps ``hook_resid_pre`` of every swept layer and only blocks
 ``L..`` are run again per head (optionally several heads of a layer at once, stacked along the
 batch), with the unembedding at answer positions only.
@@ -38,7 +38,7 @@ class SweepResult:
         return [scores.mean_logprob.mean().item() - base for scores in self.ablated]
 
     def delta_logprob_table(self, n_layers: int, n_heads: int) -> Float[Tensor, "layer head_index"]:
-        """:meth:`delta_logprobs` as a layer x head matrix (NaN where a head was not swept)."""
+        """`delta_logprobs` as a layer x head matrix (NaN where a head was not swept)."""
         table = torch.full((n_layers, n_heads), float("nan"))
         for head, delta in zip(self.heads, self.delta_logprobs()):
             table[head] = delta

@@ -1,5 +1,5 @@
 """Prompts as the model reads them: the one way the toolkit turns rendered prompts into token
-ids for a given model (:func:`encode_for`), with the BOS rule of the protocol and the model."""
+ids for a given model ([`encode_for`][interp.measure.encoding.encode_for]), with the BOS rule of the protocol and the model."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def resolve_prepend_bos(model: LanguageModel, prompt_config: PromptConfig) -> bo
 
 
 def encode_for(model: LanguageModel, prompts: Sequence[Prompt], prompt_config: PromptConfig = PromptConfig()) -> list[EncodedPrompt]:
-    """``prompts`` as ``model``'s token ids, BOS as :func:`resolve_prepend_bos` decides.
+    """``prompts`` as ``model``'s token ids, BOS as [`resolve_prepend_bos`][interp.measure.encoding.resolve_prepend_bos] decides.
 
     Examples:
         >>> from interp.measure.evaluate import task_prompts

@@ -1,6 +1,6 @@
 """In-context accuracy of a model on the synthetic tasks: seeded prompts, scored by teacher
-forcing (:mod:`interp.measure.teacher_forcing`) in one pass per batch. ``generate_accuracy``
-(:mod:`interp.measure.generation`) scores the slow way, string by string, as the paper does."""
+forcing ([`interp.measure.teacher_forcing`][interp.measure.teacher_forcing]) in one pass per batch. ``generate_accuracy``
+([`interp.measure.generation`][interp.measure.generation]) scores the slow way, string by string, as the paper does."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def task_prompts(model: LanguageModel | None, task: str | TaskSpec, length: int,
                  source: ExampleSource | None = None) -> list[Prompt]:
     """Seeded prompts of a task. Examples come from ``source`` (default: the generator over
     ``vocabulary``, itself by default the paper's items for the task,
-    :func:`interp.data.vocab.paper_vocabulary`); demonstrations from the generator over the same items.
+    [`interp.data.vocab.paper_vocabulary`][interp.data.vocab.paper_vocabulary]); demonstrations from the generator over the same items.
 
     >>> from interp.models import load_model
     >>> prompts = task_prompts(load_model("tiny-llama", device="cpu"), "UF", length=4, n_examples=3)

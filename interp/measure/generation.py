@@ -3,7 +3,7 @@ checked against, and the paper's string-level scoring.
 
 No KV cache on purpose: the bridge's cached generation path returned wrong continuations for
 Llama-family models here (" Paris-------"), while full passes match Hugging Face exactly.
-String-level scoring reads each generation with its prompt's :class:`~interp.prompts.AnswerRule`
+String-level scoring reads each generation with its prompt's [`AnswerRule`][interp.prompts.answer_rule.AnswerRule]
 (the same rule teacher forcing reads at the token level), and a row stops generating as soon as
 its outcome is settled (a stop text, EOS, its budget, or a prefix no continuation can repair).
 """

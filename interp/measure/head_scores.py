@@ -176,7 +176,7 @@ class HeadScores:
 
     @classmethod
     def from_rows(cls, rows: Sequence[dict], names: Sequence[str] | None = None) -> "HeadScores":
-        """Scores read back from :meth:`rows` (``names``: every score column by default)."""
+        """Scores read back from `rows` (``names``: every score column by default)."""
         if names is None:
             names = [c for c in rows[0] if c not in ("model", "layer", "head") and not c.endswith("_rank")]
         n_layers = max(int(r["layer"]) for r in rows) + 1
@@ -237,7 +237,7 @@ def answer_source_positions(tokenizer, prompt: Prompt, encoded: EncodedPrompt) -
 
     The output position is the one whose logits predict answer item ``t`` (its first token); the
     source is where that item sits in the test line's context (its first token of its own
-    characters, :mod:`interp.prompts.layout`).
+    characters, [`interp.prompts.layout`][interp.prompts.layout]).
 
     >>> from interp.measure.encoding import encode_for
     >>> from interp.measure.evaluate import task_prompts

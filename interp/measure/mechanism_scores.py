@@ -1,4 +1,4 @@
-"""Head scores that see the mechanism, beside the paper's three (:mod:`interp.measure.head_scores`).
+"""Head scores that see the mechanism, beside the paper's three ([`interp.measure.head_scores`][interp.measure.head_scores]).
 
 The paper's anti-induction score is attention from ``p`` to ``p - n - 1`` on random tokens
 repeated once. There, "the token before the earlier occurrence of the current token" is also
@@ -161,8 +161,8 @@ def previous_token_heads(previous_token: Float[Tensor, "layer head_index"],
 
 def mechanism_scores(model: TransformerBridge, paper: HeadScores, half_length: int = 50, n_sequences: int = 100, seed: int = 0,
                      prepend_bos: bool = False, progress: bool = True) -> HeadScores:
-    """``paper`` (the paper's three scores, :func:`interp.measure.head_scores.score_heads`) with every score of
-    :data:`MECHANISM_SCORES` added.
+    """``paper`` (the paper's three scores, [`interp.measure.head_scores.score_heads`][interp.measure.head_scores.score_heads]) with every score of
+    `MECHANISM_SCORES` added.
 
     >>> scores = mechanism_scores(model, score_heads(model))              # doctest: +SKIP
     >>> scores.top_heads("duplicate_v_composition", 1)                    # doctest: +SKIP

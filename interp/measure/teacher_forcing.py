@@ -3,9 +3,9 @@
 Greedy generation reproduces an answer exactly iff, with the correct answer fed in, the argmax at
 every answer position is the next answer token and the argmax after the last one ends the answer.
 So one pass over prompt + answer scores a whole batch, where ``generate`` needs a pass per token.
-:class:`AnswerScores` (one entry per prompt) is the result type of every teacher-forced
+[`AnswerScores`][interp.measure.teacher_forcing.AnswerScores] (one entry per prompt) is the result type of every teacher-forced
 measurement in the toolkit: synthetic tasks, realistic tasks, sweeps, training evaluation and
-the edge study; :class:`Accuracy` is its summary, the numbers a results row reports (exact match
+the edge study; [`Accuracy`][interp.measure.teacher_forcing.Accuracy] is its summary, the numbers a results row reports (exact match
 with its binomial standard error and 95% Wilson interval).
 """
 

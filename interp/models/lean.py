@@ -1,7 +1,7 @@
 """Reading a converted checkpoint without ever holding two copies of its weights.
 
 A model of our own cache is built with empty (meta) parameters and filled from its files
-(:mod:`interp.models.bridge`): processed weights by assignment, or raw tensors one at a time, read with
+([`interp.models.bridge`][interp.models.bridge]): processed weights by assignment, or raw tensors one at a time, read with
 ``pread`` so that their memory goes when they do (a memory map's pages would stay resident).
 """
 

@@ -100,7 +100,7 @@ def _from_folder(checkpoint: Path, dtype: torch.dtype, device_map,
 
 def lean_bridge(name: str, folder: Path, dtype: torch.dtype, device: torch.device):
     """A bridge over a model of our own cache, built on an empty model and filled from its files
-    (:mod:`interp.models.lean`): the weights are never in memory twice.
+    ([`interp.models.lean`][interp.models.lean]): the weights are never in memory twice.
 
     >>> bridge = lean_bridge("smollm2-135m", embedded_folder(), torch.float32, torch.device("cpu"))  # doctest: +SKIP
     """

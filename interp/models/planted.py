@@ -12,12 +12,12 @@ mechanisms are known. Names understood by ``load_model``:
 * ``"planted-ur"`` / ``"planted-ul"``: right / left retrieval (UR / UL) in the retrieval line
   ``x1 .. xn | q: y``, by a head that reads the previous token in its query;
 * any of them with ``@STRENGTH`` (``"planted-ub@0.5"``): the planted weights mixed with seeded
-  random ones, see :class:`PlantedConfig`.
+  random ones, see [`PlantedConfig`][interp.models.planted.PlantedConfig].
 
 Prompts are the toolkit's zero-shot lines (template ``bare``, ``n_shots=0``; ``planted-both``
 needs ``obey`` for its marker): copying ``<bos> x1 .. xn : x1 .. xn <eos>`` and retrieval
 ``x1 .. xn | q: y`` then a newline, items a-z A-Z 0-9, up to ``n`` = 52 (the context is 128 tokens). The tokenizer and the residual layout are in
-:mod:`interp.models.planted_vocab`.
+[`interp.models.planted_vocab`][interp.models.planted_vocab].
 
 **Construction.** Two layers, four heads each, MLPs zero, LayerNorm gains one. The embedding
 writes the token and the position as centred one-hot blocks (``tok``, ``pos``), so LayerNorm

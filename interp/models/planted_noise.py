@@ -1,4 +1,4 @@
-"""The noise that turns a planted model part-way into a random one (:class:`interp.models.planted.PlantedConfig`'s
+"""The noise that turns a planted model part-way into a random one ([`interp.models.planted.PlantedConfig`][interp.models.planted.PlantedConfig]'s
 ``strength``): ``strength * planted + (1 - strength) * random``, each random tensor seeded and scaled to the
 norm of what it replaces."""
 

@@ -55,7 +55,7 @@ def save_processed_weights(bridge: TransformerBridge, target: Path) -> None:
 
 
 def read_processed_weights(source: Path, device: torch.device | str = "cpu") -> dict[str, Tensor]:
-    """The stored tensors (memory-mapped: they take memory as they are used); :class:`CacheDamaged`
+    """The stored tensors (memory-mapped: they take memory as they are used); [`CacheDamaged`][interp.models.store.CacheDamaged]
     when the file is not what was written (its checksum is compared whenever its stat changed).
 
     >>> state = read_processed_weights(processed_weights_file(folder, torch.float32, torch.device("cpu")))  # doctest: +SKIP
@@ -96,7 +96,7 @@ def _verify_raw_in_full(folder: Path) -> None:
 def install_or_process(bridge: TransformerBridge, cache_folder: Path, raw: CheckpointFolder | None = None) -> None:
     """Bring a freshly booted bridge into compatibility mode, from the cache when it can.
 
-    With ``raw`` the bridge's model is empty (:func:`interp.models.lean.empty_hf_model`) and is
+    With ``raw`` the bridge's model is empty ([`interp.models.lean.empty_hf_model`][interp.models.lean.empty_hf_model]) and is
     filled from that checkpoint: the processed weights are installed by assignment, or the raw
     ones are processed chunk by chunk, so two copies of the weights are never in memory.
 

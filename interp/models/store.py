@@ -1,6 +1,6 @@
 """The model cache: converted models stored once, replaced atomically, checked before use.
 
-Layout under :func:`cache_dir` (``$INTERP_CACHE``, default ``~/.cache/interp``)::
+Layout under [`cache_dir`][interp.models.store.cache_dir] (``$INTERP_CACHE``, default ``~/.cache/interp``)::
 
     models/<name>              a symbolic link to the current version folder
     models/.<name>.<random>/   config.json, model.safetensors, tokenizer files,
@@ -11,7 +11,7 @@ A new conversion is written into a fresh version folder and the link is switched
 conversion because the folder vanished for a moment).
 
 ``manifest.json`` records each file's SHA-256 and its stat (size, modification and change
-times, inode) when it is written. :func:`verify` re-hashes small files (config, tokenizer)
+times, inode) when it is written. [`verify`][interp.models.store.verify] re-hashes small files (config, tokenizer)
 always and a large one only when its stat differs from the record, then records the new stat
 once the checksum matches (``full=True`` re-hashes everything, ``python -m interp.cli.models
 verify`` does so for the whole cache). Trusting an unchanged stat is sound against any change
@@ -21,8 +21,8 @@ restore of the cache is a new inode. What a stat cannot see (bits rotting on the
 written underneath the file system) is what the full check is for.
 
 A process killed mid-write leaves its staging folder or temporary file (``.<name>.<random>``)
-beside the target; :func:`remove_stale_staging` removes any process's leftovers once nothing
-has written into them for :data:`STALE_AFTER_S` seconds.
+beside the target; [`remove_stale_staging`][interp.models.store.remove_stale_staging] removes any process's leftovers once nothing
+has written into them for `STALE_AFTER_S` seconds.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def _write_manifest(folder: Path, files: dict[str, dict]) -> None:
 
 
 def read_manifest(folder: Path) -> dict[str, dict]:
-    """The manifest of ``folder`` (file name -> size, time, checksum); :class:`CacheDamaged` when
+    """The manifest of ``folder`` (file name -> size, time, checksum); [`CacheDamaged`][interp.models.store.CacheDamaged] when
     there is none.
 
     >>> import tempfile
@@ -172,7 +172,7 @@ def forget_file(folder: Path, name: str) -> None:
 
 
 def verify(folder: Path, names: Iterable[str] | None = None, full: bool = False) -> None:
-    """Raise :class:`CacheDamaged` naming the first file of ``names`` (default: all recorded)
+    """Raise [`CacheDamaged`][interp.models.store.CacheDamaged] naming the first file of ``names`` (default: all recorded)
     that is missing or differs from its manifest entry. A large file whose stat (size, times,
     inode) is as recorded is trusted without hashing unless ``full``; one whose stat changed is
     hashed, and its new stat recorded when the checksum still matches.

@@ -5,11 +5,11 @@
   copy, loss on the copy only; each letter one token). A checkpoint is ~540 MB, too big for git:
   ``make trained-models`` trains it (seeded, resumable) into ``$INTERP_CACHE/trained/<name>``.
 * ``scratch-uf`` / ``scratch-ub``: small transformers trained from random initialisation by
-  :mod:`interp.experiments.from_scratch`; their weights (well under 1 MB) are kept in the repo's ``checkpoints/``.
+  [`interp.experiments.from_scratch`][interp.experiments.from_scratch]; their weights (well under 1 MB) are kept in the repo's ``checkpoints/``.
 
-Building them is :mod:`interp.experiments.trained_models` (``make trained-models``).
-All four read the zero-shot line of :mod:`interp.prompts` (``<bos> a b c : c b a <eos>``, the
-format :mod:`interp.experiments.from_scratch` trains on): pass ``--shots 0`` to analyses, ``--format single-shot``
+Building them is [`interp.experiments.trained_models`][interp.experiments.trained_models] (``make trained-models``).
+All four read the zero-shot line of [`interp.prompts`][interp.prompts] (``<bos> a b c : c b a <eos>``, the
+format [`interp.experiments.from_scratch`][interp.experiments.from_scratch] trains on): pass ``--shots 0`` to analyses, ``--format single-shot``
 to edge patching.
 """
 

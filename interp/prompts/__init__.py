@@ -1,8 +1,8 @@
 """The paper's in-context prompt formats, and their encoding into token ids.
 
-Modules: ``config`` (:class:`PromptConfig`: protocol, shots, template), ``templates`` (the
-wording: this toolkit's and the paper's, verbatim), ``render`` (examples -> :class:`Prompt`
-text), ``encode`` (-> :class:`EncodedPrompt` ids, items of any number of tokens), ``answer_rule`` (what counts as
+Modules: ``config`` ([`PromptConfig`][interp.prompts.config.PromptConfig]: protocol, shots, template), ``templates`` (the
+wording: this toolkit's and the paper's, verbatim), ``render`` (examples -> [`Prompt`][interp.prompts.render.Prompt]
+text), ``encode`` (-> [`EncodedPrompt`][interp.prompts.encode.EncodedPrompt] ids, items of any number of tokens), ``answer_rule`` (what counts as
 a correct answer under each protocol, for teacher forcing and for generation), ``layout``
 (where each item, query and answer sits among the tokens).
 """

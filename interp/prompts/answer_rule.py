@@ -1,7 +1,7 @@
 """What counts as a correct answer, per protocol and task family: one rule read two ways.
 
-Teacher forcing reads the rule at the token level (:class:`AnswerEnd`: which tokens may follow
-the answer's last token); free generation reads it at the string level (:meth:`AnswerRule.read`:
+Teacher forcing reads the rule at the token level ([`AnswerEnd`][interp.prompts.answer_rule.AnswerEnd]: which tokens may follow
+the answer's last token); free generation reads it at the string level ([`AnswerRule.read`][interp.prompts.answer_rule.AnswerRule.read]:
 the answer a generated text gives). Keeping both readings in one object is what makes the two
 scorings agree record by record.
 

@@ -4,7 +4,7 @@ The prompt is encoded as one text (BOS first when asked), the answer as its own 
 appended: for the formats here (items after a space, the answer after ``:``) that is exactly how
 the tokenizer splits prompt + answer as a whole. An item may take several tokens (SmolLM2 and
 Qwen2 write ``" 7"`` as ``" "``, ``"7"``): exact match then needs every one of them, and
-:func:`item_token_starts` says where each item begins, for reading attention at an item.
+`item_token_starts` says where each item begins, for reading attention at an item.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from interp.prompts.tokens import text_ids
 @dataclass(frozen=True)
 class EncodedPrompt:
     """Token ids of a prompt and its answer, and what may follow a correct answer (``end``, from
-    the protocol's :class:`~interp.prompts.answer_rule.AnswerRule`). ``answer_item_starts[i]`` is
+    the protocol's [`AnswerRule`][interp.prompts.answer_rule.AnswerRule]). ``answer_item_starts[i]`` is
     the index in ``answer_ids`` of answer item ``i``'s first token."""
 
     prompt_ids: tuple[int, ...]
@@ -117,7 +117,7 @@ def prompt_rule(prompt: Prompt) -> AnswerRule:
 
 
 def encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[Prompt], prepend_bos: bool = True) -> list[EncodedPrompt]:
-    """:func:`encode_prompt` of each prompt.
+    """[`encode_prompt`][interp.prompts.encode.encode_prompt] of each prompt.
 
     >>> from interp.data.tasks import generate_examples
     >>> from interp.models.tiny import tiny_tokenizer

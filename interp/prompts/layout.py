@@ -37,7 +37,7 @@ class PromptLayout:
 
 def prompt_layout(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, prepend_bos: bool, append_answer: bool = True,
                   encoded: EncodedPrompt | None = None) -> PromptLayout:
-    """Encode ``prompt`` as :func:`interp.prompts.encode_prompt` does and find its positions.
+    """Encode ``prompt`` as [`interp.prompts.encode_prompt`][interp.prompts.encode.encode_prompt] does and find its positions.
 
     >>> from interp.data.tasks import generate_example
     >>> from interp.models.tiny import tiny_tokenizer

@@ -4,7 +4,7 @@ Retrieval: one example a line, ``" a b c | q: t"``, examples separated by a blan
 line ends at ``":"``. Copying: ``"<bos> a b c : a b c <eos>"`` a line (literal text, not special
 tokens), lines joined by a newline; the test line ends at ``":"``. Items are separated by spaces
 and may be any string (a letter, a digit, a word); how many tokens each takes is the encoder's
-business (:mod:`interp.prompts.encode`).
+business ([`interp.prompts.encode`][interp.prompts.encode]).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 The model is a plain Hugging Face model (or one wrapped by ``peft`` for LoRA), never the bridge:
 training needs autograd through the HF modules. Evaluation during training goes through the
-project's own ``interp.measure.evaluate.evaluate_task`` by way of :class:`HFForward`, which shows an HF
-model the way the evaluators see a bridge (the :class:`interp.core.lm.LanguageModel` protocol), so
+project's own ``interp.measure.evaluate.evaluate_task`` by way of [`HFForward`][interp.training.evaluation.HFForward], which shows an HF
+model the way the evaluators see a bridge (the [`interp.core.lm.LanguageModel`][interp.core.lm.LanguageModel] protocol), so
 training and every analysis score exactly alike.
 
 Training data is a pure function of ``(seed, step)``: each step's examples, demonstrations and
@@ -12,7 +12,7 @@ resumed from its last checkpoint (weights, AdamW, scheduler, RNG states, history
 replays the same batches and ends with the same weights as a run never interrupted.
 
 Modules: ``config``, ``data``, ``evaluation``, ``memory``, ``checkpoint``, ``loop``; the fine-tuning
-experiment itself is :mod:`interp.experiments.finetune`.
+experiment itself is [`interp.experiments.finetune`][interp.experiments.finetune].
 """
 
 from interp.core.naming import model_label

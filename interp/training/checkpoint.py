@@ -2,7 +2,7 @@
 written atomically, so a killed run resumes where it stopped and ends with the same weights.
 
 A checkpoint is one safetensors file: the tensors (weights, AdamW moments, RNG states) as
-tensors and everything else as JSON in its header (:mod:`.tensor_tree`). Nothing in it is a
+tensors and everything else as JSON in its header ([`tensor_tree`][interp.training.tensor_tree]). Nothing in it is a
 pickle, so a file planted in a run folder can at worst be refused, never run. Checkpoints of
 older versions (``checkpoint.pt``) are read with ``torch.load(weights_only=True)``, torch's
 loader that accepts tensors and plain containers only.

@@ -76,7 +76,7 @@ def end_token_id(tokenizer, prompt: Prompt) -> int:
 
 def training_items(config: TrainConfig, step: int, tokenizer, vocabulary: Sequence[str],
                    prepend_bos: bool) -> list[TrainItem]:
-    """The tokenized sequences of optimizer step ``step`` (:func:`training_prompts`, each followed
+    """The tokenized sequences of optimizer step ``step`` ([`training_prompts`][interp.training.data.training_prompts], each followed
     by its end token), with random position offsets when ``config.max_position`` is set.
 
     >>> from interp.data.tasks import ALNUM

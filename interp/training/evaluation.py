@@ -1,6 +1,6 @@
 """Evaluation during training, through the same ``interp.measure.evaluate.evaluate_task`` every analysis
-uses: :class:`HFForward` shows a plain Hugging Face model the way the evaluators see a bridge
-(the :class:`interp.core.lm.LanguageModel` protocol), so training and analyses score exactly alike."""
+uses: [`HFForward`][interp.training.evaluation.HFForward] shows a plain Hugging Face model the way the evaluators see a bridge
+(the [`interp.core.lm.LanguageModel`][interp.core.lm.LanguageModel] protocol), so training and analyses score exactly alike."""
 
 from __future__ import annotations
 

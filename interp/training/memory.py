@@ -100,7 +100,7 @@ def _gib(n: int) -> str:
 
 def check_memory(estimate: MemoryEstimate, device: torch.device, budget_bytes: int | None = None,
                  what: str = "this run") -> None:
-    """Raise :class:`InsufficientMemoryError` when ``estimate`` exceeds the budget (the device's
+    """Raise [`InsufficientMemoryError`][interp.training.memory.InsufficientMemoryError] when ``estimate`` exceeds the budget (the device's
     memory unless given).
 
     >>> estimate = MemoryEstimate(weights=GIB, grads=GIB, optimizer=2 * GIB, activations=GIB)

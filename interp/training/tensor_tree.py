@@ -42,7 +42,7 @@ def pack(tree: object, tensors: dict[str, Tensor], path: str = "") -> object:
 
 
 def unpack(data: object, tensors: Mapping[str, Tensor]) -> object:
-    """The inverse of :func:`pack`.
+    """The inverse of [`pack`][interp.training.tensor_tree.pack].
 
     >>> tensors = {}
     >>> unpack(pack({1: (2.5, None)}, tensors), tensors)

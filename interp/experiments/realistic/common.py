@@ -1,10 +1,10 @@
 """Shared machinery of the realistic tasks: free-text prompts as ``EncodedPrompt``s, scored by
-the toolkit's one teacher-forced pass (:func:`interp.measure.teacher_forcing.teacher_forced_scores`, which
+the toolkit's one teacher-forced pass ([`interp.measure.teacher_forcing.teacher_forced_scores`][interp.measure.teacher_forcing.teacher_forced_scores], which
 also gives every next-token prediction), and (slow, optional) greedy generation for checks.
 
 The synthetic tasks encode answers item by item; here answers are ordinary text, encoded on their
 own and appended to the separately encoded prompt. That token split is what the model must
-reproduce; :func:`split_is_natural` says whether it is also how the tokenizer splits the whole
+reproduce; [`split_is_natural`][interp.experiments.realistic.common.split_is_natural] says whether it is also how the tokenizer splits the whole
 text (it is for the prompts of this package with byte-level BPE tokenizers, whose pre-tokenizer
 never merges across the prompt/answer boundaries used here).
 """

@@ -249,7 +249,7 @@ def parse_answer_lines(text: str) -> list[str]:
 
 
 def lines_match(generated: str, expected: Sequence[str]) -> bool:
-    """Whether a generated answer lists exactly the ``expected`` lines (see :func:`parse_answer_lines`).
+    """Whether a generated answer lists exactly the ``expected`` lines (see [`parse_answer_lines`][interp.experiments.realistic.git_history.parse_answer_lines]).
 
     >>> lines_match("\\na1b2c3d Fix API\\n<end>", ["a1b2c3d Fix API"]), lines_match("\\na1b2c3d Fix API", [])
     (True, False)
@@ -288,7 +288,7 @@ def evaluate_git(model: TransformerBridge, task: str, n_commits: int, config: Gi
                  batch_size: int = 4, generate: bool = False, fwd_hooks: Sequence[Hook] = (), progress: bool = True,
                  model_name: str = "") -> GitRow:
     """A row of ``git_history.csv``: exact-match accuracy of ``model`` on ``config.n_examples``
-    histories of ``n_commits`` (teacher-forced :class:`interp.measure.teacher_forcing.Accuracy` columns),
+    histories of ``n_commits`` (teacher-forced [`interp.measure.teacher_forcing.Accuracy`][interp.measure.teacher_forcing.Accuracy] columns),
     plus ``generate_accuracy``, the paper's string-level line match of free greedy generations
     when they were run.
 

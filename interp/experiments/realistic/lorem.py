@@ -1,6 +1,6 @@
 """Lorem Ipsum copying: does a pretrained model's copy go wrong where the source is ambiguous?
 
-The paragraphs follow the paper's generator (:mod:`interp.experiments.realistic.lorem_text`); the
+The paragraphs follow the paper's generator ([`interp.experiments.realistic.lorem_text`][interp.experiments.realistic.lorem_text]); the
 paper's splitting quirks (double spaces, stray "..") are not kept.
 
 The prompt is the paper's 2-shot echo prompt; the model copies greedily. Where the greedy copy
@@ -215,7 +215,7 @@ def _binomial_p_value(successes: int, trials: int, rate: float) -> float:
 
 
 def summarize_copies(results: Sequence[CopyResult], config: LoremConfig, model_name: str = "") -> LoremSummary:
-    """The copies of one run pooled into a :class:`LoremSummary` (the row of ``lorem_ipsum_summary_<model>.*``).
+    """The copies of one run pooled into a [`LoremSummary`][interp.experiments.realistic.lorem.LoremSummary] (the row of ``lorem_ipsum_summary_<model>.*``).
 
     >>> from interp.prompts import AnswerEnd
     >>> decode = lambda ids: " ".join(map(str, ids))

@@ -3,7 +3,7 @@
 ``layout`` the model's attention as the hooks need it, ``patching`` the batched hooks, ``reference`` the slow per-query yardstick, ``data`` the paper's prompts,
 ``branching`` one forward pass for a shared prefix and several continuations, ``study`` the experiment and
 its rows, ``preflight`` checks of a request against the model before loading it; the plots are
-:mod:`interp.figures.edges`.
+[`interp.figures.edges`][interp.figures.edges].
 """
 
 from interp.interventions.edges.data import TASKS, CopyingPrompts, copying_prompts

@@ -9,7 +9,7 @@ is ``s`` (UF) or ``s`` reversed (UB); ``,`` and ``.`` are single tokens. All pro
 every position, so they batch without padding. Letters depend on (length, seed, instance) only, so UF and UB
 see the same strings, as in the paper's data (one seed for both datasets).
 
-The *single-shot* format is the zero-shot line of :mod:`interp.prompts`, the format the toolkit's fine-tuned and
+The *single-shot* format is the zero-shot line of [`interp.prompts`][interp.prompts], the format the toolkit's fine-tuned and
 from-scratch UF / UB models were trained on (``interp.models.trained``)::
 
     [BOS]  < bos >  s  :  c  <end>
@@ -47,7 +47,7 @@ MIN_LENGTH, MAX_LENGTH = 2, len(LETTERS)
 
 
 def check_task(task: str) -> str:
-    """``task`` as one of :data:`TASKS` (case and surrounding spaces ignored); any other name is refused.
+    """``task`` as one of `TASKS` (case and surrounding spaces ignored); any other name is refused.
 
     >>> check_task(" ub")
     'UB'
@@ -71,7 +71,7 @@ def check_length(length: int) -> int:
 
 
 def check_format(fmt: str) -> str:
-    """``fmt`` if it is one of :data:`FORMATS`, else a ``ValueError``.
+    """``fmt`` if it is one of `FORMATS`, else a ``ValueError``.
 
     >>> check_format("single-shot")
     'single-shot'
@@ -202,8 +202,8 @@ def copying_prompts(tokenizer: PreTrainedTokenizerBase, task: str, length: int, 
 
 def _single_shot_prompts(tokenizer: PreTrainedTokenizerBase, task: str, length: int, n: int, *, seed: int = 0,
                          prepend_bos: bool = False) -> CopyingPrompts:
-    """One string and its copy in the zero-shot line of :mod:`interp.prompts`, encoded as
-    :func:`interp.prompts.encode_prompt` encodes it for training and evaluation, the end marker's first
+    """One string and its copy in the zero-shot line of [`interp.prompts`][interp.prompts], encoded as
+    [`interp.prompts.encode_prompt`][interp.prompts.encode.encode_prompt] encodes it for training and evaluation, the end marker's first
     token appended. Letters are drawn as in the few-shot format (the same strings for UF and UB)."""
     from interp.prompts import PromptConfig, build_prompt, encode_prompt
     from interp.data.tasks import TaskExample

@@ -6,7 +6,7 @@ source ``s``; it can be patched in two ways, for one query at a time, in one for
 
 * **key edge** -- ``s``'s key as seen by ``t`` becomes ``k'_s``. Only the pre-softmax score ``S[t, s]`` uses it,
   so the hook on ``hook_attn_scores`` sets ``S[t, s] = c q_t . k'_s`` (``q``, ``k`` after RoPE, where the model has
-  it; ``c`` the score scale measured by :func:`attention_layout`), and the model's softmax renormalises row ``t``
+  it; ``c`` the score scale measured by [`attention_layout`][interp.interventions.edges.layout.attention_layout]), and the model's softmax renormalises row ``t``
   exactly as a re-run of attention with that key row replaced would.
 * **value edge** -- ``s``'s value as seen by ``t`` becomes ``v'_s`` (zero for a cut, no renormalisation). The
   pattern is unchanged, so the hook on ``hook_z`` adds ``A[t, s] (v'_s - v_s)`` to ``z_t``; ``A`` is read at
@@ -103,7 +103,7 @@ def _gather_positions(acts: Float[Tensor, "batch pos kv_head d_head"], positions
 def capture_source_hooks(layout: AttentionLayout, positions: Int[Tensor, "batch source"], layers: Sequence[int] | None = None,
                          counter: HookCounter | None = None) -> tuple[list[Hook], SourceActivations]:
     """Hooks that store the keys and values at ``positions`` in ``layers`` (default all) into the returned
-    (still empty) :class:`SourceActivations` while the forward they are passed to runs.
+    (still empty) [`SourceActivations`][interp.interventions.edges.patching.SourceActivations] while the forward they are passed to runs.
 
     >>> import torch
     >>> from interp.models import load_model
@@ -239,7 +239,7 @@ def edge_patch_hooks(model_or_layout: TransformerBridge | AttentionLayout, patch
     """TransformerLens hooks applying every patch in ``patches`` in one forward pass.
 
     Patches may overlap in layers and queries: key patches act first (on the scores), value patches then read the
-    resulting pattern. Pass a model or a precomputed :func:`attention_layout` (key patches need its scales).
+    resulting pattern. Pass a model or a precomputed [`attention_layout`][interp.interventions.edges.layout.attention_layout] (key patches need its scales).
 
     Examples:
         >>> import torch

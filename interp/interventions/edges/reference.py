@@ -4,7 +4,7 @@ For each batch row, each layer with a patch (in order) and each query ``t`` with
 again up to that layer with the source rows of ``hook_k`` (key edges; before RoPE, as in the paper's code) or
 ``hook_v`` (value edges) replaced for that run only, and ``t``'s row of ``hook_z`` is kept for the patched heads.
 Later re-runs and the final pass write every kept row into ``hook_z``. Nothing here shares code with
-:mod:`interp.interventions.edges.patching` beyond the :class:`Edges` container: it is the yardstick the batched hooks are
+[`interp.interventions.edges.patching`][interp.interventions.edges.patching] beyond the [`Edges`][interp.interventions.edges.patching.Edges] container: it is the yardstick the batched hooks are
 tested against. Cost: one forward pass per (row, layer, query, head group); for tests on tiny models.
 """
 
@@ -25,7 +25,7 @@ from interp.models.bridge import TransformerBridge
 
 @dataclass(frozen=True)
 class ReferencePatch:
-    """Like :class:`~interp.interventions.edges.patching.EdgePatch`, but the replacement is given as whole activations:
+    """Like [`EdgePatch`][interp.interventions.edges.patching.EdgePatch], but the replacement is given as whole activations:
     ``rows[layer]`` is ``hook_k`` (key edges, before RoPE) or ``hook_v`` of a counterfactual run, shape
     ``[batch, pos, kv_head, d_head]``, read at each edge's source. ``rows=None`` cuts value edges."""
 

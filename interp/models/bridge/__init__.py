@@ -1,6 +1,6 @@
 """The one package that knows TransformerLens beyond its public API.
 
-Every other module talks to a model through hook names (:func:`act_name`), ``run_with_hooks``,
+Every other module talks to a model through hook names ([`act_name`][interp.models.bridge.hooks.act_name]), ``run_with_hooks``,
 ``run_with_cache`` and ``model.hooks()``. What needs more lives here, each with a test in
 ``tests/test_bridge.py`` that fails loudly when a TransformerLens release renames it:
 
@@ -9,7 +9,7 @@ Every other module talks to a model through hook names (:func:`act_name`), ``run
   (``booting``);
 * installing processed weights without redoing the arithmetic: the private flag
   ``_weights_processed``, ``real_components`` and the adapter's ``postprocess_weights``
-  (:data:`PRIVATE_NAMES` lists them), and filling an *empty* (meta-device) model from files
+  (`PRIVATE_NAMES` lists them), and filling an *empty* (meta-device) model from files
   without two copies of the weights ever being in memory (``weights``);
 * swapping a block's wrapped module for a pass-through (public ``set_original_component``),
   stopping a forward pass once a hook has fired, rotary embeddings and weights per query head

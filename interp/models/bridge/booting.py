@@ -11,8 +11,8 @@ from transformer_lens.model_bridge import TransformerBridge
 def boot(hf_model, tokenizer, name: str, device: torch.device, repo: str | None = None) -> TransformerBridge:
     """A bridge around ``hf_model`` (not yet in compatibility mode), named ``name`` in its config;
     ``repo`` is the model's Hugging Face repository when ``name`` is not. An empty (meta) model gets
-    its synthetic buffers, and is filled later (:func:`install_processed_weights`,
-    :func:`process_in_chunks`, :func:`fill_empty_parameters`).
+    its synthetic buffers, and is filled later (`install_processed_weights`,
+    `process_in_chunks`, `fill_empty_parameters`).
 
     >>> from interp.models.loading import load_hf_model
     >>> bridge = boot(*load_hf_model("tiny-gpt2"), "tiny-gpt2", torch.device("cpu"))

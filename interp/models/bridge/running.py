@@ -26,7 +26,7 @@ class _PassThrough(nn.Module):
 def _bypass_blocks_below(model: TransformerBridge, layer: int, unembed: bool = True) -> Iterator[None]:
     """Inside, blocks ``0..layer-1`` cost nothing (a forward that starts at ``layer`` discards
     their output anyway) and, with ``unembed``, the unembedding returns the final normalized
-    residual, so callers unembed only the positions they need (:func:`unembed_residual`)."""
+    residual, so callers unembed only the positions they need ([`unembed_residual`][interp.models.bridge.running.unembed_residual])."""
     swapped = [(block, block.original_component) for block in list(model.blocks)[:layer]]
     if unembed:
         swapped.append((model.unembed, model.unembed.original_component))
@@ -118,7 +118,7 @@ def apply_rotary(model: TransformerBridge, x: Float[Tensor, "*#rows head d_head"
     """RoPE as the bridge's rotary attention applies it to ``hook_q`` / ``hook_k`` (giving
     ``hook_rot_q`` / ``hook_rot_k``): halves rotated, Hugging Face's ``rotate_half``; linear in
     ``x``, so it also rotates a change of a query or key. ``cos`` and ``sin`` come from
-    :func:`rotary_hook_names` at the same rows.
+    [`rotary_hook_names`][interp.models.bridge.running.rotary_hook_names] at the same rows.
 
     >>> from interp.models import load_model
     >>> model = load_model("tiny-llama", device="cpu")

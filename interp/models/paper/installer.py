@@ -108,7 +108,7 @@ def installed_folder(model: PaperModel = QWEN_CODER_1_5B) -> Path | None:
 
 
 def require_installed(model: PaperModel = QWEN_CODER_1_5B) -> Path:
-    """The installed folder of ``model``, or :class:`ModelNotFoundError` naming the command that installs it.
+    """The installed folder of ``model``, or [`ModelNotFoundError`][interp.core.naming.ModelNotFoundError] naming the command that installs it.
 
     >>> folder = require_installed()  # doctest: +SKIP
     """

@@ -178,7 +178,7 @@ JOINED_VERDICT = "the wheels are corrupt or not the expected release: nothing wa
 
 def check_file(actual_size: int, actual_sha256: str, size: int, sha256: str, what: str, source: str = JOINED,
                verdict: str = JOINED_VERDICT) -> None:
-    """Raise :class:`ChecksumError` unless the size and SHA-256 are the expected ones; ``source``
+    """Raise [`ChecksumError`][interp.models.paper.wheels.ChecksumError] unless the size and SHA-256 are the expected ones; ``source``
     and ``verdict`` say what was checked and what a mismatch means (wheels, or a cached copy).
 
     >>> check_file(3, "ab", 3, "ab", "x.gguf")
