@@ -101,9 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     with RowJournal(stems["circuit_summary"], metadata) as journal:
         tables = circuit_study(model, config, model_label=label, journal=journal, progress=not args.quiet)
         written = []
-        for kind, key in (("circuit_curve", "curve"), ("circuit", "circuit"), ("circuit_components", "components"),
-                          ("circuit_edges", "edges")):
+        for kind, key in (("circuit_curve", "curve"), ("circuit", "circuit"), ("circuit_components", "components")):
             written += write_table(tables[key], stems[kind], metadata=metadata)
+        # every position-resolved edge: thousands of rows, kept as csv only
+        written += write_table(tables["edges"], stems["circuit_edges"], formats=("csv",), metadata=metadata)
         written += journal.finish(tables["summary"], metadata=metadata)
     elapsed = time.perf_counter() - started
     extra = [c for c in tables["summary"][0] if c.startswith(("auc_", "pearson_", "spearman_"))]
