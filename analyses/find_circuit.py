@@ -5,6 +5,7 @@ select circuits over edge budgets and measure how much of the task they carry.
     python analyses/find_circuit.py --model scratch-ub --task UB --lengths 5 --exact positions --bos yes
     python analyses/find_circuit.py --task UF --lengths 10 --format few-shot --n 16 --exact none   # SmolLM2 (GQA)
     python analyses/find_circuit.py --model planted-ub --task UB --counterfactual zero --method eap
+    python analyses/find_circuit.py --model planted-ul --task UL --lengths 8
 
 Prompts are the edge-patching copy prompts (single-shot ``<bos> s : c`` by default, the format the
 planted and from-scratch models read; ``--format few-shot`` the paper's 11-shot one); the counterfactual
@@ -32,7 +33,7 @@ from interp.core.naming import model_name, result_stem
 from interp.core.tables import to_markdown, write_table
 from interp.experiments.circuit_study import EXACT_SCOPES, CircuitStudyConfig, circuit_study
 from interp.interventions.circuits.scores import METHODS
-from interp.interventions.circuits.task import COUNTERFACTUALS, METRICS
+from interp.interventions.circuits.task import COUNTERFACTUALS, METRICS, RETRIEVAL_TASKS
 from interp.interventions.edges.data import FORMATS, TASKS
 
 SUMMARY_COLUMNS = ["model", "task", "length", "method", "n", "edges", "clean_accuracy", "circuit_edges", "circuit_recovered",
@@ -43,7 +44,8 @@ def build_parser() -> Parser:
     parser = Parser(__doc__)
     add_model_args(parser)
     add_output_args(parser)
-    parser.add_argument("--task", type=str.upper, choices=TASKS, default="UB", help="UF or UB (default: UB)")
+    parser.add_argument("--task", type=str.upper, choices=TASKS + RETRIEVAL_TASKS, default="UB",
+                        help="UF, UB (copying) or UR, UL (retrieval lines x1 .. x(n-1) | q:) (default: UB)")
     parser.add_argument("--lengths", type=positive_int_list, default=[4], help="copy lengths, 2-26 (default: 4)")
     parser.add_argument("--n", type=positive_int, default=16, help="prompts per length (default: 16)")
     parser.add_argument("--method", choices=METHODS, default="eap-ig", help="the score circuits are selected by (default: eap-ig)")

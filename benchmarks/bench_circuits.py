@@ -9,8 +9,8 @@ with the exact effect of the sampled edges: Pearson, Spearman and the overlap of
 Times are single runs (the methods differ by orders of magnitude); peak memory is the process's
 resident peak after each stage (it only grows, so a later stage's peak includes the earlier ones').
 
-    python benchmarks/bench_circuits.py                  # 4 prompts, 10 edges per reader layer
-    python benchmarks/bench_circuits.py --n 16 --per-layer 10
+    python benchmarks/bench_circuits.py --n 1 --shots 1  # what a busy shared 2-core CPU affords
+    python benchmarks/bench_circuits.py --n 16 --shots 11 # the paper's prompts (hours on a shared 2-core CPU)
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def build_parser() -> Parser:
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--task", default="UF")
     parser.add_argument("--length", type=positive_int, default=10)
-    parser.add_argument("--n", type=positive_int, default=4, help="prompts (default 4)")
+    parser.add_argument("--n", type=positive_int, default=2, help="prompts (default 2)")
+    parser.add_argument("--shots", type=positive_int, default=3, help="shots per prompt, the test included (default 3; the paper: 11)")
     parser.add_argument("--per-layer", type=positive_int, default=10, help="sampled edges per reader layer (default 10)")
     parser.add_argument("--top", type=positive_int, default=20)
     parser.add_argument("--steps", default="1,4,16", help="EAP-IG steps (default 1,4,16)")
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     model = load_model(args.model, device="cpu")
     graph = circuit_graph(model)
     bos = bool(getattr(model.cfg, "default_prepend_bos", False))
-    task = copying_task(model.tokenizer, args.task, args.length, args.n, fmt="few-shot", n_shots=11, prepend_bos=bos)
+    task = copying_task(model.tokenizer, args.task, args.length, args.n, fmt="few-shot", n_shots=args.shots, prepend_bos=bos)
     sample = sample_edges(graph, args.per_layer)
     print(machine_line())
     print(f"{args.model}: {len(graph.writers)} writers, {len(graph.readers)} readers, {task.clean.shape[1]} positions, "
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     t = time.perf_counter()
     passes = PassCount()
-    exact = exact_scores(model, task, sample, batch_size=args.batch_size, edges_per_pass=4, graph=graph, passes=passes,
+    exact = exact_scores(model, task, sample, batch_size=args.batch_size, edges_per_pass=16, graph=graph, passes=passes,
                          progress=True)
     rows.append(("exact (sample)", time.perf_counter() - t, peak_mb(), passes, exact))
     for method, steps in [("eap", 1)] + [("eap-ig", int(s)) for s in args.steps.split(",")]:

@@ -25,7 +25,7 @@ from interp.interventions.circuits.known import planted_edges
 from interp.interventions.circuits.patching import GraphEdges
 from interp.interventions.circuits.scores import PassCount, check_method, edge_scores, exact_scores
 from interp.interventions.circuits.selection import roc_auc
-from interp.interventions.circuits.task import CircuitTask, copying_task
+from interp.interventions.circuits.task import RETRIEVAL_TASKS, CircuitTask, copying_task, retrieval_task
 from interp.interventions.edges.data import check_format, check_length, check_task
 from interp.models.bridge import TransformerBridge
 from interp.models.planted import is_planted
@@ -53,7 +53,8 @@ class CircuitStudyConfig:
     metric: str = "logit_diff"
 
     def __post_init__(self) -> None:
-        check_task(self.task)
+        if self.task not in RETRIEVAL_TASKS:
+            check_task(self.task)
         check_format(self.prompt_format)
         for length in self.lengths:
             check_length(length)
@@ -114,8 +115,12 @@ def _cell(model: TransformerBridge, graph: CircuitGraph, config: CircuitStudyCon
           progress: bool) -> dict:
     started = time.perf_counter()
     passes = PassCount()
-    task = copying_task(model.tokenizer, config.task, length, config.n, seed=config.seed, fmt=config.prompt_format,
-                        n_shots=config.n_shots, prepend_bos=config.prepend_bos, metric_kind=config.metric)
+    if config.task in RETRIEVAL_TASKS:
+        task = retrieval_task(model.tokenizer, config.task, length, config.n, seed=config.seed,
+                              prepend_bos=config.prepend_bos, metric_kind=config.metric)
+    else:
+        task = copying_task(model.tokenizer, config.task, length, config.n, seed=config.seed, fmt=config.prompt_format,
+                            n_shots=config.n_shots, prepend_bos=config.prepend_bos, metric_kind=config.metric)
     meta = {"model": model_label, "task": config.task, "length": length, "counterfactual": config.counterfactual}
     common = dict(counterfactual=config.counterfactual, batch_size=config.batch_size, graph=graph)
     scores: dict[str, torch.Tensor] = {}
@@ -188,7 +193,7 @@ def circuit_study(model: TransformerBridge, config: CircuitStudyConfig = Circuit
 
     >>> from interp.models import load_model
     >>> model = load_model("planted-ub", device="cpu")
-    >>> out = circuit_study(model, CircuitStudyConfig(lengths=(3,), n=4, steps=2, n_random=1), model_label="planted-ub",
+    >>> out = circuit_study(model, CircuitStudyConfig(lengths=(3,), n=2, steps=1, n_random=0), model_label="planted-ub",
     ...                     progress=False)
     >>> out["summary"][0]["auc_exact_component"], out["summary"][0]["circuit_accuracy"]
     (1.0, 1.0)

@@ -14,6 +14,12 @@ PLANTED_EDGES: dict[str, frozenset[tuple[str, str]]] = {
     # backward copier 1.1: query and key the token, read the earlier occurrence's previous token (V-composition)
     "ub": frozenset({("logits", "a1.1"), ("a1.1.v", "a0.0"), ("a1.1.q", "embed"), ("a1.1.k", "embed"),
                      ("a0.0.v", "embed")}),
+    # right retrieval 1.3: query and key the previous token (0.0), copy the token there
+    "ur": frozenset({("logits", "a1.3"), ("a1.3.q", "a0.0"), ("a1.3.k", "a0.0"), ("a1.3.v", "embed"),
+                     ("a0.0.v", "embed")}),
+    # left retrieval 1.3: query the previous token (0.0), key the token, copy the previous token there
+    "ul": frozenset({("logits", "a1.3"), ("a1.3.q", "a0.0"), ("a1.3.k", "embed"), ("a1.3.v", "a0.0"),
+                     ("a0.0.v", "embed")}),
 }
 
 
@@ -26,5 +32,5 @@ def planted_edges(model_name: str, task: str) -> frozenset[tuple[str, str]]:
     config = PlantedConfig.from_name(model_name)
     key = task.lower()
     if key not in config.circuits or key not in PLANTED_EDGES:
-        raise ValueError(f"{model_name} plants no {task.upper()} circuit of a copying task; it plants {', '.join(config.circuits)}")
+        raise ValueError(f"{model_name} plants no {task.upper()} circuit; it plants {', '.join(config.circuits)}")
     return PLANTED_EDGES[key]
