@@ -25,7 +25,8 @@ def planted_ub():
                                               ("planted-ur", "UR", 6), ("planted-ul", "UL", 6)])
 def test_planted_circuit_recovered_by_exact_scores_and_its_circuit_is_faithful(name, task, length):
     model = load_model(name, device="cpu")
-    out = circuit_study(model, CircuitStudyConfig(task=task, lengths=(length,), n=4, steps=2, n_random=1), model_label=name,
+    out = circuit_study(model, CircuitStudyConfig(task=task, lengths=(length,), n=2, steps=2, n_random=1,
+                                                                      edges_per_pass=64), model_label=name,
                         progress=False)
     summary = out["summary"][0]
     assert summary["auc_exact_component"] == 1.0

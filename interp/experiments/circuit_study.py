@@ -51,6 +51,7 @@ class CircuitStudyConfig:
     batch_size: int = 8
     prepend_bos: bool = False
     metric: str = "logit_diff"
+    edges_per_pass: int = 16  # exact effects: edges patched side by side in one forward pass
 
     def __post_init__(self) -> None:
         if self.task not in RETRIEVAL_TASKS:
@@ -136,13 +137,15 @@ def _cell(model: TransformerBridge, graph: CircuitGraph, config: CircuitStudyCon
     t = time.perf_counter()
     if config.exact == "positions":
         edges = GraphEdges.from_mask(graph.valid.expand(n_pos, -1, -1))
-        values = exact_scores(model, task, edges, passes=passes, progress=progress, **common)
+        values = exact_scores(model, task, edges, passes=passes, progress=progress, edges_per_pass=config.edges_per_pass,
+                              **common)
         exact_positions = torch.zeros(n_pos, len(graph.readers), len(graph.writers))
         exact_positions[edges.pos, edges.reader, edges.writer] = values
         scores["exact"] = exact_positions
     components = GraphEdges.components(graph.valid)
     if config.exact in ("components", "positions"):
-        exact_components = exact_scores(model, task, components, passes=passes, progress=progress, **common)
+        exact_components = exact_scores(model, task, components, passes=passes, progress=progress,
+                                        edges_per_pass=config.edges_per_pass, **common)
     timings["exact"] = time.perf_counter() - t
     primary = scores[config.method]
     budgets = list(config.budgets) if config.budgets else None
@@ -193,7 +196,7 @@ def circuit_study(model: TransformerBridge, config: CircuitStudyConfig = Circuit
 
     >>> from interp.models import load_model
     >>> model = load_model("planted-ub", device="cpu")
-    >>> out = circuit_study(model, CircuitStudyConfig(lengths=(3,), n=2, steps=1, n_random=0), model_label="planted-ub",
+    >>> out = circuit_study(model, CircuitStudyConfig(lengths=(3,), n=2, steps=1, n_random=0, edges_per_pass=64), model_label="planted-ub",
     ...                     progress=False)
     >>> out["summary"][0]["auc_exact_component"], out["summary"][0]["circuit_accuracy"]
     (1.0, 1.0)
