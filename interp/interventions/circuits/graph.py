@@ -165,7 +165,7 @@ def circuit_graph(model: TransformerBridge) -> CircuitGraph:
     >>> from interp.models import load_model
     >>> graph = circuit_graph(load_model("planted-ub", device="cpu"))
     >>> len(graph.writers), len(graph.readers), graph.n_edges_per_position
-    (12, 27, 132)
+    (12, 27, 137)
     """
     cfg = model.cfg
     if getattr(cfg, "parallel_attn_mlp", False):
@@ -173,7 +173,18 @@ def circuit_graph(model: TransformerBridge) -> CircuitGraph:
     n_kv = getattr(cfg, "n_key_value_heads", None) or cfg.n_heads
     if cfg.n_heads % n_kv:
         raise NotImplementedError(f"{cfg.n_heads} query heads do not split evenly over {n_kv} key/value heads")
-    return CircuitGraph(cfg.n_layers, cfg.n_heads, n_kv, "hook_pos_embed" in model.hook_dict)
+    return CircuitGraph(cfg.n_layers, cfg.n_heads, n_kv, _fires(model, "hook_pos_embed"))
+
+
+def _fires(model: TransformerBridge, name: str) -> bool:
+    """Whether hook ``name`` is called in a forward pass (a rotary model lists ``hook_pos_embed`` but never calls it)."""
+    if name not in model.hook_dict:
+        return False
+    fired = []
+    with torch.no_grad():
+        model.run_with_hooks(torch.zeros(1, 1, dtype=torch.long), fwd_hooks=[(name, lambda x, hook: fired.append(1))],
+                             stop_at_layer=0)
+    return bool(fired)
 
 
 @contextmanager

@@ -42,8 +42,8 @@ def relative_role(prompts: CopyingPrompts, query: int, source: int, roles: tuple
     >>> p = copying_prompts(tiny_tokenizer(), "UB", 3, 1, fmt="single-shot")
     >>> roles = position_roles(p, bos=False)
     >>> t = p.copy_start                      # c0 copies s2 (UB): o = s2
-    >>> [relative_role(p, t, s, roles) for s in (p.string_start + 1, p.string_start + 2, t - 1, t)]
-    ['o-1', 'o', 't-1', 't']
+    >>> [relative_role(p, t, s, roles) for s in (p.string_start + 1, p.string_start + 2, t - 1, t)]  # t - 1 is o + 1 here
+    ['o-1', 'o', 'o+1', 't']
     """
     if source == query:
         return "t"

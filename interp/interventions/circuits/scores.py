@@ -20,7 +20,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from interp.interventions.circuits.graph import CircuitGraph, circuit_graph, graph_hooks_enabled
-from interp.interventions.circuits.patching import GraphEdges, single_edge_hooks, writer_activations
+from interp.interventions.circuits.patching import GraphEdges, capture_writer_hooks, single_edge_hooks, writer_activations
 from interp.interventions.circuits.task import COUNTERFACTUALS, CircuitTask
 from interp.models.bridge import TransformerBridge
 
@@ -96,10 +96,10 @@ def _reader_gradients(model: TransformerBridge, graph: CircuitGraph, task: Circu
         return hold
 
     def set_embed(x, hook):
-        return embed.to(x.device, x.dtype)
+        # a leaf that requires grad, so gradients flow also where the weights do not require them
+        return (x if embed is None else embed.to(x.device, x.dtype)).detach().requires_grad_(True)
 
-    from interp.interventions.circuits.patching import capture_writer_hooks
-    hooks = ([("hook_embed", set_embed)] if embed is not None else []) + capture_writer_hooks(graph, store)
+    hooks = [("hook_embed", set_embed)] + capture_writer_hooks(graph, store)
     hooks += [(h.name, holder(h.name)) for h in graph.reader_hooks]
     with torch.enable_grad():
         logits = model.run_with_hooks(task.clean, fwd_hooks=hooks)

@@ -16,6 +16,7 @@ from interp.interventions.circuits.roles import position_roles
 from interp.interventions.edges.data import CopyingPrompts, check_task, copying_prompts
 
 COUNTERFACTUALS: tuple[str, ...] = ("corrupt", "zero", "mean")
+RETRIEVAL_TASKS: tuple[str, ...] = ("UR", "UL")
 METRICS: tuple[str, ...] = ("logit_diff", "logprob")
 CORRUPT_SEED_OFFSET = 10_000  # the counterfactual strings: another seed, the same length and layout
 
@@ -93,3 +94,44 @@ def copying_task(tokenizer, task: str, length: int, n: int, *, seed: int = 0, fm
                               prepend_bos=prepend_bos, fmt=fmt)
     return CircuitTask(task.upper(), clean.tokens, corrupt.tokens, clean.scored_positions(), clean.targets(),
                        position_roles(clean, prepend_bos), clean, metric_kind)
+
+
+def retrieval_task(tokenizer, task: str, length: int, n: int, *, seed: int = 0, prepend_bos: bool = False,
+                   metric_kind: str = "logit_diff") -> CircuitTask:
+    """UR / UL zero-shot lines ``x1 .. x(n-1) | q:`` with their one-token answer; the corrupt twin is
+    another context and query (seed ``seed + CORRUPT_SEED_OFFSET``). Every prompt must encode to one
+    layout (one token per item, as in the planted models' tokenizer). Roles: ``x0`` .. (the context),
+    ``q`` (the query), ``answer``, else ``prompt``.
+
+    >>> from interp.models.planted_vocab import planted_tokenizer
+    >>> t = retrieval_task(planted_tokenizer(), "UR", 6, 3)
+    >>> t.targets.shape, t.roles[-3:]
+    (torch.Size([3, 1]), ('q', 'prompt', 'answer'))
+    """
+    from interp.data.tasks import generate_examples
+    from interp.prompts import PromptConfig, build_prompts, encode_prompts
+
+    upper = str(task).strip().upper()
+    if upper not in RETRIEVAL_TASKS:
+        raise ValueError(f"task {task!r} is not a unique retrieval task; expected one of {', '.join(RETRIEVAL_TASKS)}")
+
+    def encoded(offset: int):
+        prompts = build_prompts(generate_examples(upper, length, n, seed=seed + offset), PromptConfig(n_shots=0))
+        rows = encode_prompts(tokenizer, prompts, prepend_bos=prepend_bos)
+        ids = [list(r.prompt_ids) + list(r.answer_ids) for r in rows]
+        if len({len(i) for i in ids}) != 1 or any(len(r.answer_ids) != 1 for r in rows):
+            raise ValueError(f"{upper} prompts of length {length} do not share one layout with one-token answers "
+                             "for this tokenizer")
+        return torch.tensor(ids), len(rows[0].prompt_ids)
+
+    clean, n_prompt = encoded(0)
+    corrupt, _ = encoded(CORRUPT_SEED_OFFSET)
+    roles = ["prompt"] * clean.shape[1]
+    if prepend_bos:
+        roles[0] = "bos"
+    context_start = n_prompt - 3 - (length - 1)  # the line ends with the items, "|", q, ":"
+    for i in range(length - 1):
+        roles[context_start + i] = f"x{i}"
+    roles[n_prompt - 2], roles[n_prompt] = "q", "answer"
+    return CircuitTask(upper, clean, corrupt, torch.tensor([n_prompt - 1]), clean[:, n_prompt:n_prompt + 1], tuple(roles),
+                       None, metric_kind)

@@ -1,0 +1,104 @@
+"""Edge scores on a GQA model: EAP, EAP-IG (m = 1, 4, 16) and exact edge patching on the embedded
+SmolLM2-135M (30 layers x 9 query heads, 3 key/value heads), UF in the paper's 11-shot copy prompts.
+
+EAP and EAP-IG score every position-resolved edge of the graph at once; exact patching costs one
+forward pass per edge, so it runs on a sample: ``--per-layer`` component-level edges (an edge at
+every position at once) drawn uniformly, seeded, among the edges into each reader layer (the 30
+layers and the logits). Each method's component-level score (its position scores summed) is compared
+with the exact effect of the sampled edges: Pearson, Spearman and the overlap of the top ``--top``.
+Times are single runs (the methods differ by orders of magnitude); peak memory is the process's
+resident peak after each stage (it only grows, so a later stage's peak includes the earlier ones').
+
+    python benchmarks/bench_circuits.py --n 1 --shots 1  # what a busy shared 2-core CPU affords
+    python benchmarks/bench_circuits.py --n 16 --shots 11 # the paper's prompts (hours on a shared 2-core CPU)
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from pathlib import Path
+
+import torch
+from scipy.stats import spearmanr
+
+from interp.cli import Parser, positive_int, run
+from interp.interventions.circuits import GraphEdges, circuit_graph, copying_task, edge_scores, exact_scores
+from interp.interventions.circuits.scores import PassCount
+from interp.models import load_model
+
+sys.path.insert(0, str(Path(__file__).parent))  # benchmarks/ is no package: its shared modules sit here
+from _machine import format_load, load_average, machine_line  # noqa: E402
+
+
+def build_parser() -> Parser:
+    parser = Parser(__doc__)
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--task", default="UF")
+    parser.add_argument("--length", type=positive_int, default=10)
+    parser.add_argument("--n", type=positive_int, default=2, help="prompts (default 2)")
+    parser.add_argument("--shots", type=positive_int, default=3, help="shots per prompt, the test included (default 3; the paper: 11)")
+    parser.add_argument("--per-layer", type=positive_int, default=10, help="sampled edges per reader layer (default 10)")
+    parser.add_argument("--top", type=positive_int, default=20)
+    parser.add_argument("--steps", default="1,4,16", help="EAP-IG steps (default 1,4,16)")
+    parser.add_argument("--batch-size", type=positive_int, default=2)
+    return parser
+
+
+def sample_edges(graph, per_layer: int, seed: int = 0) -> GraphEdges:
+    """``per_layer`` component-level edges into each reader layer, uniformly at random (seeded)."""
+    generator = torch.Generator().manual_seed(seed)
+    edges = GraphEdges.components(graph.valid)
+    layer = torch.tensor([graph.readers[r].layer for r in edges.reader.tolist()])
+    chosen = []
+    for value in layer.unique().tolist():
+        members = (layer == value).nonzero()[:, 0]
+        chosen.append(members[torch.randperm(len(members), generator=generator)[:per_layer]])
+    return edges[torch.cat(chosen)]
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    torch.manual_seed(0)
+    model = load_model(args.model, device="cpu")
+    graph = circuit_graph(model)
+    bos = bool(getattr(model.cfg, "default_prepend_bos", False))
+    task = copying_task(model.tokenizer, args.task, args.length, args.n, fmt="few-shot", n_shots=args.shots, prepend_bos=bos)
+    sample = sample_edges(graph, args.per_layer)
+    print(machine_line())
+    print(f"{args.model}: {len(graph.writers)} writers, {len(graph.readers)} readers, {task.clean.shape[1]} positions, "
+          f"{graph.n_edges_per_position * task.clean.shape[1]:,} position-resolved edges; {len(sample)} sampled; "
+          f"load {format_load(load_average())}")
+    rows = []
+    t = time.perf_counter()
+    passes = PassCount()
+    exact = exact_scores(model, task, sample, batch_size=args.batch_size, edges_per_pass=16, graph=graph, passes=passes,
+                         progress=True)
+    rows.append(("exact (sample)", time.perf_counter() - t, peak_mb(), passes, exact))
+    for method, steps in [("eap", 1)] + [("eap-ig", int(s)) for s in args.steps.split(",")]:
+        t = time.perf_counter()
+        passes = PassCount()
+        scores = edge_scores(model, task, method, steps=steps, batch_size=args.batch_size, graph=graph, passes=passes)
+        rows.append((f"{method} m={steps}" if method == "eap-ig" else method, time.perf_counter() - t, peak_mb(), passes,
+                     scores.sum(0)[sample.reader, sample.writer]))
+    exact_time = rows[0][1]
+    top = set(exact.abs().argsort(descending=True)[:args.top].tolist())
+    print(f"\n| method | seconds | x faster than exact on the sample | peak RSS MB | fwd / bwd passes | Pearson | Spearman | top-{args.top} overlap |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, seconds, peak, passes, values in rows:
+        pearson = float(torch.corrcoef(torch.stack([values.double(), exact.double()]))[0, 1])
+        spearman = float(spearmanr(values.numpy(), exact.numpy()).statistic)
+        overlap = len(top & set(values.abs().argsort(descending=True)[:args.top].tolist()))
+        print(f"| {name} | {seconds:.1f} | {exact_time / seconds:.1f} | {peak:.0f} | {passes.forward} / {passes.backward} | "
+              f"{pearson:.3f} | {spearman:.3f} | {overlap}/{args.top} |")
+    print(f"\nload after: {format_load(load_average())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(main))

@@ -1,0 +1,216 @@
+"""Circuit discovery on one model and copying task: score every edge (EAP / EAP-IG), verify
+exactly, select circuits over edge budgets, measure their faithfulness and accuracy, and (for
+planted models) recover the planted circuit. One journaled cell per copy length, so a long run resumes.
+
+Tables (names from :func:`interp.core.naming.result_stem`):
+``circuit_edges_<model>_<task>`` every position-resolved edge with its roles and scores;
+``circuit_components_<model>_<task>`` every component-level edge (all positions at once), scores and exact effect;
+``circuit_curve_<model>_<task>`` the faithfulness curve; ``circuit_<model>_<task>`` the circuit chosen
+(the smallest budget recovering ``target`` of the gap) and ``circuit_summary_<model>_<task>`` one row per length.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+from scipy.stats import spearmanr
+from tqdm.auto import tqdm
+
+from interp.core.journal import RowJournal
+from interp.interventions.circuits.faithfulness import FaithfulnessCurve, default_budgets, faithfulness_curve
+from interp.interventions.circuits.graph import CircuitGraph, circuit_graph
+from interp.interventions.circuits.known import planted_edges
+from interp.interventions.circuits.patching import GraphEdges
+from interp.interventions.circuits.scores import PassCount, check_method, edge_scores, exact_scores
+from interp.interventions.circuits.selection import roc_auc
+from interp.interventions.circuits.task import RETRIEVAL_TASKS, CircuitTask, copying_task, retrieval_task
+from interp.interventions.edges.data import check_format, check_length, check_task
+from interp.models.bridge import TransformerBridge
+from interp.models.planted import is_planted
+
+EXACT_SCOPES: tuple[str, ...] = ("none", "components", "positions")
+
+
+@dataclass(frozen=True)
+class CircuitStudyConfig:
+    task: str = "UB"
+    lengths: tuple[int, ...] = (4,)
+    n: int = 16
+    method: str = "eap-ig"  # the score circuits are selected by
+    steps: int = 8
+    counterfactual: str = "corrupt"
+    exact: str = "components"  # which edges also get their exact effect
+    budgets: tuple[int, ...] | None = None  # None: 1, 2, 4, ... edges
+    target: float = 0.9  # the circuit: the smallest budget recovering this share of the gap
+    n_random: int = 2
+    prompt_format: str = "single-shot"
+    n_shots: int = 1
+    seed: int = 0
+    batch_size: int = 8
+    prepend_bos: bool = False
+    metric: str = "logit_diff"
+    edges_per_pass: int = 16  # exact effects: edges patched side by side in one forward pass
+
+    def __post_init__(self) -> None:
+        if self.task not in RETRIEVAL_TASKS:
+            check_task(self.task)
+        check_format(self.prompt_format)
+        for length in self.lengths:
+            check_length(length)
+        check_method(self.method, self.counterfactual, self.steps)
+        if self.exact not in EXACT_SCOPES:
+            raise ValueError(f"exact={self.exact!r}; expected one of {', '.join(EXACT_SCOPES)}")
+        if self.method == "exact" and self.exact != "positions":
+            raise ValueError("method='exact' selects circuits by exact effects of every edge: it needs exact='positions'")
+        if self.n < 1 or self.batch_size < 1:
+            raise ValueError(f"n={self.n}, batch_size={self.batch_size}: both must be >= 1")
+        if not 0 < self.target <= 1:
+            raise ValueError(f"target={self.target} must be in (0, 1]")
+
+
+def _pearson(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(torch.corrcoef(torch.stack([a.double(), b.double()]))[0, 1])
+
+
+def _spearman(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(spearmanr(a.numpy(), b.numpy()).statistic)
+
+
+def _position_edges(scores: dict[str, torch.Tensor], exact: torch.Tensor | None, graph: CircuitGraph, task: CircuitTask,
+                    meta: dict) -> list[dict]:
+    valid = graph.valid.expand(task.clean.shape[1], -1, -1)
+    edges = GraphEdges.from_mask(valid)
+    rows = []
+    for i, (p, r, w) in enumerate(zip(edges.pos.tolist(), edges.reader.tolist(), edges.writer.tolist())):
+        row = meta | {"pos": p, "role": task.roles[p], "reader": graph.readers[r].label, "writer": graph.writers[w].label}
+        row |= {name.replace("-", "_"): float(s[p, r, w]) for name, s in scores.items()}
+        row["exact"] = float(exact[p, r, w]) if exact is not None else None
+        rows.append(row)
+    return rows
+
+
+def _curve_rows(curve: FaithfulnessCurve, meta: dict) -> list[dict]:
+    return [meta | asdict(p) for p in curve.points]
+
+
+def _circuit_rows(curve: FaithfulnessCurve, primary: torch.Tensor, exact: torch.Tensor | None, graph: CircuitGraph,
+                  task: CircuitTask, meta: dict, target: float) -> tuple[list[dict], int]:
+    point = curve.smallest(target) or curve.points[-1]
+    valid = graph.valid.expand(primary.shape[0], -1, -1)
+    flat = torch.where(valid, primary.abs(), torch.tensor(-1.0)).flatten()
+    order = flat.argsort(descending=True, stable=True)[:point.edges]
+    rows = []
+    n_r, n_w = len(graph.readers), len(graph.writers)
+    for rank, index in enumerate(order.tolist(), 1):
+        p, rest = divmod(index, n_r * n_w)
+        r, w = divmod(rest, n_w)
+        rows.append(meta | {"rank": rank, "pos": p, "role": task.roles[p], "reader": graph.readers[r].label,
+                            "writer": graph.writers[w].label, "score": float(primary[p, r, w]),
+                            "exact": float(exact[p, r, w]) if exact is not None else None})
+    return rows, point.edges
+
+
+def _cell(model: TransformerBridge, graph: CircuitGraph, config: CircuitStudyConfig, length: int, model_label: str,
+          progress: bool) -> dict:
+    started = time.perf_counter()
+    passes = PassCount()
+    if config.task in RETRIEVAL_TASKS:
+        task = retrieval_task(model.tokenizer, config.task, length, config.n, seed=config.seed,
+                              prepend_bos=config.prepend_bos, metric_kind=config.metric)
+    else:
+        task = copying_task(model.tokenizer, config.task, length, config.n, seed=config.seed, fmt=config.prompt_format,
+                            n_shots=config.n_shots, prepend_bos=config.prepend_bos, metric_kind=config.metric)
+    meta = {"model": model_label, "task": config.task, "length": length, "counterfactual": config.counterfactual}
+    common = dict(counterfactual=config.counterfactual, batch_size=config.batch_size, graph=graph)
+    scores: dict[str, torch.Tensor] = {}
+    timings: dict[str, float] = {}
+    for method in ("eap", "eap-ig"):
+        if method == "eap-ig" and config.counterfactual != "corrupt":
+            continue
+        t = time.perf_counter()
+        scores[method] = edge_scores(model, task, method, steps=config.steps, passes=passes, progress=progress, **common)
+        timings[method] = time.perf_counter() - t
+    n_pos = task.clean.shape[1]
+    exact_positions = exact_components = None
+    t = time.perf_counter()
+    if config.exact == "positions":
+        edges = GraphEdges.from_mask(graph.valid.expand(n_pos, -1, -1))
+        values = exact_scores(model, task, edges, passes=passes, progress=progress, edges_per_pass=config.edges_per_pass,
+                              **common)
+        exact_positions = torch.zeros(n_pos, len(graph.readers), len(graph.writers))
+        exact_positions[edges.pos, edges.reader, edges.writer] = values
+        scores["exact"] = exact_positions
+    components = GraphEdges.components(graph.valid)
+    if config.exact in ("components", "positions"):
+        exact_components = exact_scores(model, task, components, passes=passes, progress=progress,
+                                        edges_per_pass=config.edges_per_pass, **common)
+    timings["exact"] = time.perf_counter() - t
+    primary = scores[config.method]
+    budgets = list(config.budgets) if config.budgets else None
+    curve = faithfulness_curve(model, task, primary, budgets=budgets, n_random=config.n_random, seed=config.seed,
+                               passes=passes, **common)
+    circuit_rows, circuit_size = _circuit_rows(curve, primary, exact_positions, graph, task, meta, config.target)
+    component_rows = []
+    for i, (r, w) in enumerate(zip(components.reader.tolist(), components.writer.tolist())):
+        row = meta | {"reader": graph.readers[r].label, "writer": graph.writers[w].label}
+        row |= {name.replace("-", "_"): float(s.sum(0)[r, w]) for name, s in scores.items()}
+        row["exact_component"] = float(exact_components[i]) if exact_components is not None else None
+        component_rows.append(row)
+    summary = meta | {"method": config.method, "steps": config.steps, "n": config.n, "edges": curve.total_edges,
+                      "clean_metric": curve.clean_metric, "empty_metric": curve.empty_metric,
+                      "clean_accuracy": curve.clean_accuracy, "circuit_edges": circuit_size,
+                      "circuit_recovered": next((p.recovered for p in curve.points if p.edges == circuit_size), 1.0),
+                      "circuit_accuracy": next((p.accuracy for p in curve.points if p.edges == circuit_size), curve.clean_accuracy),
+                      "cpr": curve.cpr, "cmd": curve.cmd, "random_cpr": curve.random_cpr,
+                      "forward_passes": passes.forward, "backward_passes": passes.backward,
+                      "seconds": time.perf_counter() - started}
+    summary |= {f"seconds_{k.replace('-', '_')}": v for k, v in timings.items()}
+    if exact_positions is not None:
+        for method in ("eap", "eap-ig"):
+            if method in scores:
+                a, b = scores[method][graph.valid.expand(n_pos, -1, -1)], exact_positions[graph.valid.expand(n_pos, -1, -1)]
+                summary[f"pearson_{method.replace('-', '_')}"] = _pearson(a, b)
+                summary[f"spearman_{method.replace('-', '_')}"] = _spearman(a, b)
+    if exact_components is not None:
+        for method in ("eap", "eap-ig"):
+            if method in scores:
+                a = scores[method].sum(0)[components.reader, components.writer]
+                summary[f"pearson_components_{method.replace('-', '_')}"] = _pearson(a, exact_components)
+    if is_planted(model_label):
+        truth_set = planted_edges(model_label, config.task)
+        truth = torch.tensor([(graph.readers[r].label, graph.writers[w].label) in truth_set
+                              for r, w in zip(components.reader.tolist(), components.writer.tolist())])
+        for name, s in scores.items():
+            summary[f"auc_{name.replace('-', '_')}"] = roc_auc(s.sum(0)[components.reader, components.writer], truth)
+        if exact_components is not None:
+            summary["auc_exact_component"] = roc_auc(exact_components, truth)
+    return {"length": length, "summary": summary, "curve": _curve_rows(curve, meta), "circuit": circuit_rows,
+            "components": component_rows, "edges": _position_edges(scores, exact_positions, graph, task, meta)}
+
+
+def circuit_study(model: TransformerBridge, config: CircuitStudyConfig = CircuitStudyConfig(), *, model_label: str = "",
+                  journal: RowJournal | None = None, progress: bool = True) -> dict[str, list[dict]]:
+    """Every length's tables, concatenated: ``summary``, ``curve``, ``circuit``, ``components``, ``edges``.
+
+    >>> from interp.models import load_model
+    >>> model = load_model("planted-ub", device="cpu")
+    >>> out = circuit_study(model, CircuitStudyConfig(lengths=(3,), n=2, steps=1, n_random=0, edges_per_pass=64), model_label="planted-ub",
+    ...                     progress=False)
+    >>> out["summary"][0]["auc_exact_component"], out["summary"][0]["circuit_accuracy"]
+    (1.0, 1.0)
+    """
+    graph = circuit_graph(model)
+    done = {row["length"]: row for row in (journal.done() if journal else [])}
+    tables: dict[str, list[dict]] = {"summary": [], "curve": [], "circuit": [], "components": [], "edges": []}
+    for length in tqdm(config.lengths, desc="circuit lengths", disable=not progress or len(config.lengths) < 2):
+        cell = done.get(length)
+        if cell is None:
+            cell = _cell(model, graph, config, length, model_label, progress)
+            if journal is not None:
+                journal.add(cell)
+        tables["summary"].append(cell["summary"])
+        for key in ("curve", "circuit", "components", "edges"):
+            tables[key] += cell[key]
+    return tables
