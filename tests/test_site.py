@@ -118,7 +118,7 @@ def measure(page: Path) -> dict:
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("page", ["results/head_scores", "results/claims", "api/interventions"])
+@pytest.mark.parametrize("page", ["results/head_scores", "api/interventions"])
 def test_pages_are_short_and_wide_tables_and_code_scroll(site, page):
     measured = measure(site / page / "index.html")
     if page == "results/head_scores":
