@@ -333,6 +333,7 @@ def test_html_figure_fits_the_window_and_has_a_title(tmp_path):
     assert width <= 1000, f"the figure is {width} px wide in a 1000 px window"
     assert left + legend <= width, f"the legend ({left} + {legend} px) is cut off at {width} px"
     assert re.search(r"<title>Head ablations \(tiny-model\)</title>", dom)
+    assert not re.search(r'(src|href)="https?:', (tmp_path / "figure.html").read_text())  # nothing from the network
     assert fig.layout.width == 1440  # the static export's size is the figure's own
 
 

@@ -89,14 +89,14 @@ def test_attention_page_names_its_maker(site):
 TABLE_PROBE = """<script>
 window.addEventListener('load', () => {
   const article = document.querySelector('article').getBoundingClientRect(), tables = [];
-  for (const table of document.querySelectorAll('article table')) {
-    let el = table.parentElement, scrolls = false;
+  for (const table of document.querySelectorAll('article table, article pre > code')) {
+    let el = table.tagName === 'CODE' ? table : table.parentElement, scrolls = false;
     while (el && el.tagName !== 'ARTICLE') {
       const overflow = getComputedStyle(el).overflowX;
       if (overflow === 'auto' || overflow === 'scroll') { scrolls = true; break; }
       el = el.parentElement;
     }
-    tables.push([table.getBoundingClientRect().width, scrolls]);
+    tables.push([table.tagName === 'CODE' ? table.scrollWidth : table.getBoundingClientRect().width, scrolls]);
   }
   document.body.setAttribute('data-probe', JSON.stringify(
     {height: document.documentElement.scrollHeight, article: article.width, tables: tables}));
@@ -104,18 +104,25 @@ window.addEventListener('load', () => {
 </script></body>"""
 
 
-@pytest.mark.browser
-def test_results_page_is_short_and_wide_tables_scroll(site):
+def measure(page: Path) -> dict:
+    """The page's height, its article's width and each table's / code block's (width, scrolls) in Chromium."""
     from interp.figures.browser import find_browser, headless_chromium
 
     if find_browser() is None:
         pytest.skip("needs headless Chromium: run scripts/install_chromium.sh (make does) or set BROWSER_PATH")
-    page = site / "results" / "head_scores" / "index.html"
     probe = page.with_name("probe.html")
     probe.write_text(page.read_text().replace("</body>", TABLE_PROBE))
     found = re.search(r'data-probe="([^"]*)"', headless_chromium(probe, window=(1300, 900)))
     assert found, "the probe did not run"
-    measured = json.loads(found[1].replace("&quot;", '"'))
-    assert measured["height"] < 20_000, f"the head-score page is {measured['height']} px tall: the figures lead, tables fold"
+    return json.loads(found[1].replace("&quot;", '"'))
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("page", ["results/head_scores", "api/interventions"])
+def test_pages_are_short_and_wide_tables_and_code_scroll(site, page):
+    measured = measure(site / page / "index.html")
+    if page == "results/head_scores":
+        assert measured["height"] < 20_000, f"the head-score page is {measured['height']} px tall: figures lead, tables fold"
+    assert measured["tables"], "nothing measured"
     for width, scrolls in measured["tables"]:
-        assert width <= measured["article"] + 1 or scrolls, f"a {width} px table is cut off at {measured['article']} px"
+        assert width <= measured["article"] + 1 or scrolls, f"a {width} px block is cut off at {measured['article']} px"
