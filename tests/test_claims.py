@@ -209,3 +209,38 @@ def test_a_journal_row_with_an_impossible_accuracy_is_not_finished_work(tmp_path
     with RowJournal(stem, {"n": 1}, {"task": str, "accuracy": (int, float)}) as journal:
         assert [r["task"] for r in journal.done()] == ["UF"]
     assert f"{stem_file(stem, 'partial.jsonl')}:3: skipping a damaged journal line (accuracy is" in caplog.text
+
+
+def test_every_table_the_claims_read_has_a_schema():
+    from interp.core.published import SCHEMAS
+    from interp.figures.claims import READERS
+
+    assert set(READERS) <= set(SCHEMAS)
+
+
+GIT_ROW = {"model": "m", "task": "revert", "order": "forward", "n_commits": 10, "n_examples": 20, "accuracy": 0.9,
+           "stderr": 0.07, "token_accuracy": 0.95, "mean_logprob": -0.2, "generate_accuracy": None,
+           "natural_split": 1.0, "n_shots": 2, "seed": 0}
+LOREM_ROW = {"model": "m", "n_paragraphs": 16, "accuracy": 0.25, "share_departures_ambiguous": float("nan"),
+             "tf_accuracy_ambiguous": 0.9, "tf_accuracy_unambiguous": 0.99, "n_ambiguous_positions": 300,
+             "n_unambiguous_positions": 2760, "n_shots": 2, "seed": 0}
+
+
+@pytest.mark.parametrize("stem, rows, fragment", [
+    ("git_history_m", [GIT_ROW], None),
+    ("git_history_m", [GIT_ROW, GIT_ROW], r"lines 2 and 3: the same \(model, task, n_commits, n_shots, seed\) twice"),
+    ("git_history_m", [{**GIT_ROW, "accuracy": 7.5}], r"line 2: accuracy is 7.5"),
+    ("git_history_m", [{**GIT_ROW, "n_commits": -3}], r"line 2: n_commits is -3"),
+    ("lorem_ipsum_summary_m", [LOREM_ROW], None),  # a share of no departures is undefined, not damage
+    ("lorem_ipsum_summary_m", [{**LOREM_ROW, "tf_accuracy_ambiguous": 9.0}], r"line 2: tf_accuracy_ambiguous is 9.0"),
+    ("lorem_ipsum_summary_m", [{**LOREM_ROW, "n_paragraphs": 0}], r"line 2: n_paragraphs is 0"),
+])
+def test_the_realistic_tables_are_checked_like_the_others(tmp_path, stem, rows, fragment):
+    from interp.core.published import read_published
+
+    csv_path = write_table(rows, tmp_path / stem)[0]
+    if fragment is None:
+        assert len(read_published(csv_path)) == len(rows)
+    else:
+        with pytest.raises(ValueError, match=rf"{stem}.csv, {fragment}"):
+            read_published(csv_path)

@@ -79,3 +79,15 @@ def test_a_full_disk_as_out_is_one_line_naming_the_table(tmp_path, monkeypatch, 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "No space left on device" in err[0] and str(tmp_path / "ablation_m.") in err[0], err
     assert list(tmp_path.iterdir()) == []  # no lock, no temporary file
+
+
+def test_a_journal_that_cannot_start_on_a_full_disk_leaves_no_lock(tmp_path, monkeypatch):
+    import interp.core.journal as journal
+
+    from interp.core.journal import RowJournal
+
+    monkeypatch.setattr(journal, "atomic_write_text", _full_disk)
+    with pytest.raises(OSError) as failure:
+        RowJournal(tmp_path / "ablation_m", {"n": 1})
+    # released when the start fails, not whenever the error (and the half-made journal) is dropped
+    assert failure.value.errno == errno.ENOSPC and list(tmp_path.iterdir()) == []

@@ -117,9 +117,13 @@ class RowJournal:
         if lock is not None and lock.stem != self.stem:
             raise ValueError(f"lock: the lock of {lock.stem} cannot guard the journal of {self.stem}")
         self.lock = (lock or TableLock(self.stem)).acquire()
-        self._rows, clean = self._read()
-        if not clean:
-            self._rewrite()
+        try:
+            self._rows, clean = self._read()
+            if not clean:
+                self._rewrite()
+        except BaseException:  # a full disk: no lock file may outlive the failed start
+            self.lock.release()
+            raise
 
     def _header(self) -> str:
         return json.dumps({"config": self.config, "digest": self.digest, "format": JOURNAL_FORMAT}) + "\n"

@@ -35,6 +35,7 @@ class Column:
     lo: float = -math.inf
     hi: float = math.inf
     required: bool = False
+    nan_allowed: bool = False  # a statistic that is undefined for some rows (a share of no events)
 
     def problem(self, value: object) -> str | None:
         """Why ``value`` (as parsed from CSV) does not fit, or None.
@@ -47,6 +48,8 @@ class Column:
         if self.kind in ("number", "int"):
             is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
             integral = is_number and math.isfinite(value) and float(value).is_integer()
+            if is_number and math.isnan(value) and self.nan_allowed and self.kind == "number":
+                return None
             if not is_number or not math.isfinite(value) or not self.lo <= value <= self.hi \
                     or (self.kind == "int" and not integral):
                 return f"{value!r}, expected {self._expected()}"
@@ -91,8 +94,9 @@ class Schema:
     def rule(self, name: str, value: object) -> Column:
         """The rule for column ``name`` (``value`` decides for a column the schema does not list).
 
-        >>> SCHEMAS["head_scores"].rule("induction_rank", 3)
-        Column(kind='int', lo=1, hi=inf, required=False)
+        >>> rank = SCHEMAS["head_scores"].rule("induction_rank", 3)
+        >>> rank.kind, rank.lo
+        ('int', 1)
         """
         if name in self.columns:
             return self.columns[name]
@@ -124,6 +128,20 @@ SCHEMAS: dict[str, Schema] = {
                                          "ci_low": Column(lo=0, hi=1), "ci_high": Column(lo=0, hi=1)},
                             key=("model", "adapter", "format", "shots", "seed", "bos", "task", "length", "condition",
                                  "layers", "heads")),
+    "git_history": Schema({"model": Column("name", required=True), "task": Column("name", required=True),
+                           "order": Column("name"), "n_commits": Column("int", lo=1, required=True), "n_examples": COUNT,
+                           "accuracy": PROPORTION, "stderr": Column(lo=0), "token_accuracy": Column(lo=0, hi=1),
+                           "mean_logprob": Column(hi=0), "generate_accuracy": Column(lo=0, hi=1),
+                           "natural_split": Column(lo=0, hi=1), "n_shots": Column("int", lo=0),
+                           "seed": Column("int", lo=0)},
+                          key=("model", "task", "n_commits", "n_shots", "seed")),
+    "lorem_ipsum_summary": Schema({"model": Column("name", required=True), "n_paragraphs": COUNT,
+                                   "accuracy": PROPORTION, "tf_accuracy_ambiguous": Column(lo=0, hi=1, nan_allowed=True),
+                                   "tf_accuracy_unambiguous": Column(lo=0, hi=1, nan_allowed=True),
+                                   "n_ambiguous_positions": Column("int", lo=0),
+                                   "n_unambiguous_positions": Column("int", lo=0), "n_shots": Column("int", lo=0),
+                                   "seed": Column("int", lo=0)},
+                                  key=("model", "n_shots", "seed"), other_numbers=Column(nan_allowed=True)),
     "from_scratch": Schema({"task": Column("name", required=True), "positional": Column("name", required=True),
                             "split": Column("name", required=True), "lengths": Column("text", required=True),
                             "accuracy": PROPORTION, "expressible": Column("bool", required=True),
