@@ -9,6 +9,9 @@ with the exact effect of the sampled edges: Pearson, Spearman and the overlap of
 Times are single runs (the methods differ by orders of magnitude); peak memory is the process's
 resident peak after each stage (it only grows, so a later stage's peak includes the earlier ones').
 
+Prints the machine, the graph's size, and one table row per method: seconds, speed-up over exact on
+the sample, peak memory, forward / backward passes, Pearson, Spearman and top-k overlap against exact.
+
     python benchmarks/bench_circuits.py --n 1 --shots 1  # what a busy shared 2-core CPU affords
     python benchmarks/bench_circuits.py --n 16 --shots 11 # the paper's prompts (hours on a shared 2-core CPU)
 """

@@ -100,3 +100,26 @@ def test_find_circuit_refuses_bad_arguments_in_one_line(argv, message, tmp_path,
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]
     assert "error" in last and message in last and "Traceback" not in err
+
+
+def test_scratch_ub_route_runs_through_two_back_values_and_mlp1():
+    """scratch-ub's UB (docs/findings.md): layer-0 heads 0.0 / 0.2 read the token two back, heads 1.1-1.3
+    read them, MLP 1 writes the answer; the exact effects of component-level edges name that route."""
+    model = load_model("scratch-ub", device="cpu")
+    graph = circuit_graph(model)
+    task = copying_task(model.tokenizer, "UB", 5, 4, prepend_bos=True)
+    components = GraphEdges.components(graph.valid)
+    exact = exact_scores(model, task, components, graph=graph, edges_per_pass=64)
+    order = exact.argsort()  # most negative (most needed) first
+    labels = [(graph.readers[components.reader[i]].label, graph.writers[components.writer[i]].label) for i in order.tolist()]
+    assert set(labels[:3]) == {("logits", "m1"), ("a0.0.v", "embed"), ("a0.2.v", "embed")}
+    assert {("m1.in", "a1.1"), ("m1.in", "a1.2"), ("m1.in", "a1.3")} <= set(labels[:8])
+    _, cache = model.run_with_cache(task.clean, names_filter=lambda name: name.endswith("hook_pattern"))
+    p = task.prompts
+    string = torch.arange(p.string_start + 2, p.string_start + 5)
+    two_back = cache["blocks.0.attn.hook_pattern"][:, :, string, string - 2].mean((0, 2))
+    assert two_back[0] > 0.5 and two_back[2] > 0.5  # heads 0.0 and 0.2
+    copy = p.copy_positions()[:-1]  # predicting the next copied token: current token at o, answer at o - 1
+    after_occurrence = p.occurrences()[:-1] + 1
+    reading = cache["blocks.1.attn.hook_pattern"][:, :, copy, after_occurrence].mean((0, 2))
+    assert (reading[1:] > 0.5).all()  # heads 1.1-1.3 attend to o(t) + 1

@@ -15,7 +15,6 @@ import time
 from dataclasses import asdict, dataclass
 
 import torch
-from scipy.stats import spearmanr
 from tqdm.auto import tqdm
 
 from interp.core.journal import RowJournal
@@ -27,6 +26,7 @@ from interp.interventions.circuits.scores import PassCount, check_method, edge_s
 from interp.interventions.circuits.selection import roc_auc
 from interp.interventions.circuits.task import RETRIEVAL_TASKS, CircuitTask, copying_task, retrieval_task
 from interp.interventions.edges.data import check_format, check_length, check_task
+from interp.measure.head_scores import spearman
 from interp.models.bridge import TransformerBridge
 from interp.models.planted import is_planted
 
@@ -72,10 +72,6 @@ class CircuitStudyConfig:
 
 def _pearson(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(torch.corrcoef(torch.stack([a.double(), b.double()]))[0, 1])
-
-
-def _spearman(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float(spearmanr(a.numpy(), b.numpy()).statistic)
 
 
 def _position_edges(scores: dict[str, torch.Tensor], exact: torch.Tensor | None, graph: CircuitGraph, task: CircuitTask,
@@ -172,7 +168,7 @@ def _cell(model: TransformerBridge, graph: CircuitGraph, config: CircuitStudyCon
             if method in scores:
                 a, b = scores[method][graph.valid.expand(n_pos, -1, -1)], exact_positions[graph.valid.expand(n_pos, -1, -1)]
                 summary[f"pearson_{method.replace('-', '_')}"] = _pearson(a, b)
-                summary[f"spearman_{method.replace('-', '_')}"] = _spearman(a, b)
+                summary[f"spearman_{method.replace('-', '_')}"] = spearman(a, b)
     if exact_components is not None:
         for method in ("eap", "eap-ig"):
             if method in scores:
