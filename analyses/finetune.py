@@ -9,8 +9,8 @@ Examples:
         --train-lengths 5-20 --id-lengths 10 --ood-lengths 30 --steps 200 --batch-size 8 --lr 2e-3 \\
         --warmup 0.1 --device cpu --threads 1
 
-Writes results/finetune_<model>_<task>.{csv,json,md} (step, split, length, accuracy, loss) and
-checkpoints under results/runs/; a killed run started again with the same arguments resumes.
+Writes <out>/finetune_<model>_<task>.{csv,json,md} (step, split, length, accuracy, loss) and
+checkpoints under <out>/runs/; a killed run started again with the same arguments resumes.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def build_parser() -> Parser:
     p.add_argument("--checkpoint-every", type=positive_int, default=defaults.checkpoint_every)
     p.add_argument("--stop-at-accuracy", type=fraction, default=None, help="stop once every in-distribution length reaches it")
     p.add_argument("--memory-budget-gib", type=positive_float, default=None, help="refuse plans above this (default: the device's memory)")
-    p.add_argument("--run-dir", type=new_or_existing_dir, default=None, help="checkpoint folder (default results/runs/finetune_<model>_<task>)")
+    p.add_argument("--run-dir", type=new_or_existing_dir, default=None, help="checkpoint folder (default <out>/runs/finetune_<model>_<task>)")
     p.add_argument("--no-resume", action="store_true", help="start over even if the run folder holds a checkpoint")
     p.add_argument("--tag", default=None, help="suffix for the results and run names")
     p.add_argument("--threads", type=positive_int, default=None,

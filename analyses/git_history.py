@@ -5,7 +5,7 @@ reversed (cherry-pick, backward copy); exact-match accuracy per order and histor
     python analyses/git_history.py --commits 10,15,20,25,35 --shots 5 --examples 100   # paper-sized
     python analyses/git_history.py --generate             # also score free generations line by line
 
-Writes ``results/git_history.{csv,json,md}``.
+Writes ``<out>/git_history.{csv,json,md}``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ later layer's attention patterns frozen. A straight line means a first-order est
 trusted for that head; a flat start and a cliff near 1 means no gradient at the clean run sees it.
 Printed, not written.
 
-Writes results/head_sweep_<model>.* (exact) or results/head_screen_<model>.* (attribution); with an
+Writes <out>/head_sweep_<model>.* (exact) or <out>/head_screen_<model>.* (attribution); with an
 adapter the model reads `smollm2-135m+ub`.
 """
 

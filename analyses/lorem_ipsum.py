@@ -5,8 +5,8 @@ the token there ambiguous (its predecessor has several successors in the paragra
     python analyses/lorem_ipsum.py --max-tokens 500 --paragraphs 100   # the paper's paragraph size
     python analyses/lorem_ipsum.py --generate            # add free generation + alignment (slow)
 
-Writes ``results/lorem_ipsum.{csv,json,md}`` (one row per paragraph) and
-``results/lorem_ipsum_summary.{csv,json,md}``.
+Writes ``<out>/lorem_ipsum.{csv,json,md}`` (one row per paragraph) and
+``<out>/lorem_ipsum_summary.{csv,json,md}``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Write a circuitsvis attention page for chosen heads on one task example (opens offline).
 
     python analyses/show_heads.py --task UB --heads 18.6,17.3
-    python analyses/show_heads.py --task UR --heads 18.6 --length 20 --example 3 --out figures/ur.html
+    python analyses/show_heads.py --task UR --heads 18.6 --length 20 --example 3 --out build/ur.html
 
 Heads are LAYER.HEAD (query heads); ``[Q]`` marks the query position, ``[A]`` the answer's source
 in the test input (see ``interp.figures.attention``).
@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from interp.cli import (ArgumentTypeError, Parser, add_model_args, add_prompt_args, add_source_args, fail,
+from interp.cli import (RUN_FIGURES, ArgumentTypeError, Parser, add_model_args, add_prompt_args, add_quiet_arg, add_source_args, fail,
                         load_model_from_args, non_negative_int, positive_int, prompt_config_from_args, run, seed,
                         source_from_args, task_name, writable_file)
 from interp.core.heads import parse_heads
@@ -42,7 +42,8 @@ def build_parser() -> Parser:
                         help="show every head score (paper's and mechanism, interp.measure.mechanism_scores) from N probe "
                              "sequences beside each head (default 0: none)")
     parser.add_argument("--out", type=writable_file, default=None,
-                        help="output HTML file (default figures/attention_<TASK>.html)")
+                        help=f"output HTML file (default {RUN_FIGURES}/attention_<TASK>.html, git-ignored)")
+    add_quiet_arg(parser)
     return parser
 
 
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     config = prompt_config_from_args(parser, args, [args.task])
     source = source_from_args(parser, args, [args.task])
     length = args.length or (source.lengths(args.task)[0] if isinstance(source, PaperData) else 10)
-    out = args.out or ROOT / "figures" / f"attention_{args.task}.html"
+    out = args.out or ROOT / RUN_FIGURES / f"attention_{args.task}.html"
     try:
         writable_file(str(out))
     except ArgumentTypeError as err:
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     model = load_model_from_args(args)
     try:
         heads = parse_heads(heads, model.cfg.n_layers, model.cfg.n_heads, name="--heads")
-        scores = all_head_scores(model, n_sequences=args.scores) if args.scores else None
+        scores = all_head_scores(model, n_sequences=args.scores, progress=not args.quiet) if args.scores else None
         view = attention_view(model, args.task, heads, length=length, example=args.example, seed=args.seed,
                               prompt_config=config, append_answer=not args.no_answer, model_name=args.model,
                               source=source, scores=scores)

@@ -4,10 +4,10 @@
     python analyses/train_from_scratch.py --preset quick  # CI smoke run (a minute or two)
     python analyses/train_from_scratch.py --preset paper --positional absolute,rope   # the paper's setting, GPU
 
-Writes results/from_scratch.{csv,json,md} (task, positional, split, lengths, accuracy, expressible)
-and results/from_scratch_summary.{csv,md} (one line a task: ID and OOD accuracy beside the
+Writes <out>/from_scratch.{csv,json,md} (task, positional, split, lengths, accuracy, expressible)
+and <out>/from_scratch_summary.{csv,md} (one line a task: ID and OOD accuracy beside the
 C-RASP[pos] prediction). Non-default presets add their name to the file names. Checkpoints go to
-results/runs/from_scratch_<preset>/; a killed run started again resumes each task.
+<out>/runs/from_scratch_<preset>/; a killed run started again resumes each task.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 
 Models: smollm2-135m-ft-uf / -ub (SmolLM2-135M, every weight fine-tuned on single-shot copying; into
 $INTERP_CACHE/trained/) and scratch-uf / -ub (trained from scratch; into checkpoints/). Training tables go to
-results/finetune_smollm2-135m_<task>_single.* and results/trained_scratch-<task>.*.
+<out>/finetune_smollm2-135m_<task>_single.* and <out>/trained_scratch-<task>.*.
 """
 
 from __future__ import annotations

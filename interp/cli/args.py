@@ -31,8 +31,15 @@ def add_model_args(parser: ArgumentParser) -> None:
                         help="LoRA adapter: a name under adapters/ (e.g. 'ub') or a folder")
 
 
-def add_output_args(parser: ArgumentParser, default_dir: str = "results") -> None:
-    """``--out`` (a folder checked writable while parsing) and ``--quiet``.
+# Where a script run by hand writes (git-ignored); `make publish`, `make figures` and `make claims`
+# are the explicit ways into the tracked results/ and figures/.
+RUN_RESULTS = "build/results"
+RUN_FIGURES = "build/figures"
+
+
+def add_output_args(parser: ArgumentParser, default_dir: str = RUN_RESULTS) -> None:
+    """``--out`` (a folder checked writable while parsing; by default the git-ignored
+    ``build/results``) and ``--quiet``.
 
     >>> import tempfile
     >>> parser = Parser()
@@ -41,7 +48,19 @@ def add_output_args(parser: ArgumentParser, default_dir: str = "results") -> Non
     >>> args.out.is_dir(), args.quiet
     (True, True)
     """
-    parser.add_argument("--out", type=writable_dir, default=default_dir, help=f"output folder (default: {default_dir})")
+    parser.add_argument("--out", type=writable_dir, default=default_dir,
+                        help=f"output folder (default: {default_dir}, git-ignored; `make publish` copies tables to results/)")
+    add_quiet_arg(parser)
+
+
+def add_quiet_arg(parser: ArgumentParser) -> None:
+    """``--quiet``: no progress bars (for a script whose output is one file, not a folder).
+
+    >>> parser = Parser()
+    >>> add_quiet_arg(parser)
+    >>> parser.parse_args(["--quiet"]).quiet
+    True
+    """
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 

@@ -24,7 +24,7 @@ from torch import Tensor
 from interp.core.lm import HookedModel
 from interp.measure.batching import Hook, pad_token_id, padded_batches
 from interp.models.bridge import TransformerBridge, act_name, run_until
-from interp.core.heads import Head, validate_heads
+from interp.core.heads import Head, HeadLike, HeadsLike, validate_heads
 from interp.prompts import EncodedPrompt
 
 AblationKind = Literal["zero", "mean"]
@@ -74,7 +74,7 @@ class HeadMeans:
 
 
 def compute_head_means(model: TransformerBridge, reference: Sequence[EncodedPrompt], layers: Sequence[int] | None = None,
-                       per_position: bool = False, batch_size: int = 8, progress: bool = True) -> HeadMeans:
+                       per_position: bool = False, batch_size: int = 8, progress: bool = False) -> HeadMeans:
     """Mean of ``hook_z`` over the real tokens of ``reference`` prompts (prompt + answer).
 
     >>> from interp.measure.encoding import encode_for
@@ -125,7 +125,7 @@ def check_ablation_kind(kind: str, means: HeadMeans | None) -> None:
         raise ValueError("mean ablation needs means=compute_head_means(model, reference_prompts)")
 
 
-def ablation_hooks(model: HookedModel, heads: Sequence[tuple[int, int]], kind: str = "zero", means: HeadMeans | None = None,
+def ablation_hooks(model: HookedModel, heads: HeadsLike, kind: str = "zero", means: HeadMeans | None = None,
                    counter: HookCounter | None = None) -> list[Hook]:
     """Hooks that replace the ``hook_z`` slice of each head in ``heads`` by zero or its mean.
 
@@ -160,7 +160,7 @@ def ablation_hooks(model: HookedModel, heads: Sequence[tuple[int, int]], kind: s
 
 
 @contextmanager
-def ablated(model: HookedModel, heads: Sequence[tuple[int, int]], kind: str = "zero", means: HeadMeans | None = None,
+def ablated(model: HookedModel, heads: HeadsLike, kind: str = "zero", means: HeadMeans | None = None,
             counter: HookCounter | None = None) -> Iterator[list[Hook]]:
     """``with ablated(model, heads, "zero"): ...`` runs everything inside with those heads ablated.
 
@@ -182,13 +182,14 @@ def ablated(model: HookedModel, heads: Sequence[tuple[int, int]], kind: str = "z
         yield hooks
 
 
-def random_heads(n_layers: int, n_heads: int, k: int, seed: int, exclude: Sequence[tuple[int, int]] = ()) -> list[Head]:
+def random_heads(n_layers: int, n_heads: int, k: int, seed: int, exclude: Sequence[HeadLike] = ()) -> list[Head]:
     """``k`` distinct heads drawn uniformly (seeded), avoiding ``exclude``: the control condition.
 
     >>> random_heads(n_layers=2, n_heads=4, k=3, seed=0)
-    [Head(layer=0, head=3), Head(layer=1, head=2), Head(layer=1, head=3)]
+    [Head(0, 3), Head(1, 2), Head(1, 3)]
     """
-    candidates = [Head(l, h) for l in range(n_layers) for h in range(n_heads) if (l, h) not in set(map(tuple, exclude))]
+    excluded = set(validate_heads(exclude))
+    candidates = [Head(l, h) for l in range(n_layers) for h in range(n_heads) if (l, h) not in excluded]
     if k > len(candidates):
         raise ValueError(f"k={k} random heads requested but only {len(candidates)} heads are available")
     return sorted(random.Random(seed).sample(candidates, k))

@@ -280,7 +280,7 @@ GIT_COLUMNS = [f.name for f in fields(GitRow)]
 
 
 def evaluate_git(model: TransformerBridge, task: str, n_commits: int, config: GitConfig = GitConfig(), *,
-                 batch_size: int = 4, generate: bool = False, fwd_hooks: Sequence[Hook] = (), progress: bool = True,
+                 batch_size: int = 4, generate: bool = False, fwd_hooks: Sequence[Hook] = (), progress: bool = False,
                  model_name: str = "") -> GitRow:
     """A row of ``git_history.csv``: exact-match accuracy of ``model`` on ``config.n_examples``
     histories of ``n_commits`` (teacher-forced :class:`interp.measure.teacher_forcing.Accuracy` columns),
@@ -313,7 +313,7 @@ def evaluate_git(model: TransformerBridge, task: str, n_commits: int, config: Gi
 
 
 def run_git(model: TransformerBridge, config: GitConfig = GitConfig(), *, batch_size: int = 4, generate: bool = False,
-            fwd_hooks: Sequence[Hook] = (), progress: bool = True, model_name: str = "") -> list[GitRow]:
+            fwd_hooks: Sequence[Hook] = (), progress: bool = False, model_name: str = "") -> list[GitRow]:
     """Every task of ``config`` at every history length, as rows (forward order first).
 
     >>> rows = run_git(load_model("smollm2-135m"), GitConfig(n_commits=(5,)), progress=False)  # doctest: +SKIP

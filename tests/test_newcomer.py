@@ -1,0 +1,133 @@
+"""What a new user meets first: the API visible from a prompt, results that print short and turn
+into tables, heads that print as the README writes them, quiet library calls."""
+
+from __future__ import annotations
+
+import pydoc
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import interp
+from interp.core.heads import Head
+
+
+def test_the_public_api_is_visible_to_dir_help_and_type_checkers():
+    names = dir(interp)
+    for name in ("load_model", "evaluate_task", "score_heads", "ablated", "attribution_sweep", "head_sweep", "Head",
+                 "HeadScores", "task_prompts", "encode_for", "measure", "interventions"):
+        assert name in names
+    assert "import_module" not in names and "TYPE_CHECKING" not in names
+    assert set(interp.__all__) <= set(names)
+    for name in interp.__all__:  # every advertised name resolves
+        assert getattr(interp, name) is not None
+    text = pydoc.render_doc(interp, renderer=pydoc.plaintext)
+    assert "score_heads(" in text and "evaluate_task(" in text  # help() lists the functions, not __getattr__
+    source = (pytest.importorskip("pathlib").Path(interp.__file__)).read_text()
+    for name in interp.__all__:  # IDEs and type checkers read these imports
+        assert f" {name}" in source.partition("if TYPE_CHECKING:")[2].partition("_EXPORTS")[0], name
+
+
+def test_importing_interp_stays_light():
+    code = "import sys, interp; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_head_prints_as_the_readme_writes_it():
+    assert repr(Head(18, 6)) == "Head(18, 6)" and eval(repr(Head(18, 6))) == Head(layer=18, head=6)
+    assert str(Head(18, 6)) == "18.6"
+    assert repr([Head(1, 2)]) == "[Head(1, 2)]"
+
+
+def test_ablated_takes_every_spelling_of_a_head(tiny_llama):
+    from interp.interventions.ablation import HookCounter, ablated, random_heads
+
+    tokens = tiny_llama.to_tokens("a b c a b c")
+    outputs = []
+    for heads in ([Head(1, 2)], ["1.2"], "1.2", [(1, 2)]):
+        counter = HookCounter()
+        with ablated(tiny_llama, heads, "zero", counter=counter):
+            outputs.append(tiny_llama(tokens))
+        assert sum(counter.calls.values()) == 1
+    assert all(torch.equal(outputs[0], o) for o in outputs[1:])
+    assert Head(1, 2) not in random_heads(2, 4, 7, seed=0, exclude=["1.2"])
+
+
+@pytest.fixture(scope="module")
+def results(tiny_llama):
+    from interp.interventions.attribution import attribution_sweep
+    from interp.interventions.sweep import head_sweep
+    from interp.measure.encoding import encode_for
+    from interp.measure.evaluate import evaluate_task, task_prompts
+    from interp.measure.head_scores import score_heads
+
+    encoded = encode_for(tiny_llama, task_prompts(tiny_llama, "UF", 4, n_examples=3))
+    return {"scores": score_heads(tiny_llama, n_sequences=2, half_length=6),
+            "screen": attribution_sweep(tiny_llama, encoded, "zero"),
+            "sweep": head_sweep(tiny_llama, encoded, heads=["0.1", "1.2"]),
+            "accuracy": evaluate_task(tiny_llama, "UF", 4, n_examples=3)}
+
+
+@pytest.mark.parametrize("name, expected_rows", [("scores", 8), ("screen", 8), ("sweep", 2), ("accuracy", 1)])
+def test_every_result_prints_short_and_has_rows_and_a_dataframe(results, name, expected_rows):
+    result = results[name]
+    text = repr(result)
+    assert "tensor(" not in text and len(text) < 300 and "\n" not in text
+    rows = result.rows()  # no required argument on any result type
+    assert len(rows) == expected_rows
+    frame = result.to_pandas()
+    assert frame.shape[0] == expected_rows and list(frame.columns) == list(rows[0])
+    if name != "accuracy":
+        assert {r["model"] for r in rows} == {"tiny-llama"}  # the model column is filled
+        assert "tiny-llama" in text
+
+
+def test_top_heads_is_called_the_same_way_on_every_result(results):
+    scores, screen, sweep = results["scores"], results["screen"], results["sweep"]
+    assert len(scores.top_heads("induction", 3)) == 3
+    assert screen.top_heads("delta_logprob", 3) == screen.top_heads(3)
+    assert sweep.top_heads("delta_logprob", 2) == sweep.top_heads(2)
+    assert set(sweep.top_heads(2)) == {Head(0, 1), Head(1, 2)}
+    with pytest.raises(TypeError, match="name one of"):
+        scores.top_heads(3)  # several scores: which one is not guessed
+    assert results["screen"].rows(task="UF", length=4)[0]["task"] == "UF"
+
+
+def test_library_calls_draw_no_progress_bar_unless_asked(tiny_llama, capsys):
+    from interp.measure.evaluate import evaluate_task
+    from interp.measure.head_scores import score_heads
+
+    evaluate_task(tiny_llama, "UF", 4, n_examples=2)
+    score_heads(tiny_llama, n_sequences=2, half_length=6)
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out == ""
+    evaluate_task(tiny_llama, "UF", 4, n_examples=2, progress=True)
+    assert "UF n=4" in capsys.readouterr().err
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+SCRIPTS = sorted(p.stem for p in (ROOT / "analyses").glob("*.py"))
+# Scripts that load no named model (they read tables, run C-RASP programs, or build their own models)
+# take --out and --quiet only; the README's table says which.
+NO_MODEL = {"claims", "make_figures", "theory_table", "train_from_scratch", "train_models", "planted_sensitivity"}
+MODEL_OPTIONS = ("--model", "--device", "--dtype", "--device-map", "--adapter")
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_script_takes_the_common_options(script, capsys):
+    sys.path.insert(0, str(ROOT / "analyses"))
+    module = __import__(script)
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(["--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    wanted = ("--out", "--quiet") + (() if script in NO_MODEL else MODEL_OPTIONS)
+    assert [option for option in wanted if option not in text] == []
+    readme = (ROOT / "README.md").read_text()
+    assert f"analyses/{script}.py" in readme
+    if script in NO_MODEL:  # the README says which scripts take no model options
+        row = next(line for line in readme.splitlines() if f"analyses/{script}.py" in line and line.startswith("|"))
+        assert "no model" in row, row
