@@ -4,6 +4,7 @@ into tables, heads that print as the README writes them, quiet library calls."""
 from __future__ import annotations
 
 import pydoc
+import re
 import subprocess
 import sys
 
@@ -131,3 +132,54 @@ def test_every_script_takes_the_common_options(script, capsys):
     if script in NO_MODEL:  # the README says which scripts take no model options
         row = next(line for line in readme.splitlines() if f"analyses/{script}.py" in line and line.startswith("|"))
         assert "no model" in row, row
+
+
+def test_a_script_run_by_hand_writes_into_build_and_its_lines_never_land_in_a_bar(tmp_path, monkeypatch):
+    import io
+    import re
+
+    sys.path.insert(0, str(ROOT / "analyses"))
+    import ablate_heads
+
+    monkeypatch.chdir(tmp_path)
+    stream = io.StringIO()  # a terminal: bars (stderr) and lines (stdout) on one screen
+    monkeypatch.setattr(sys, "stdout", stream)
+    monkeypatch.setattr(sys, "stderr", stream)
+    argv = ["--model", "tiny-llama", "--device", "cpu", "--tasks", "UF", "--lengths", "3", "--n", "2", "--k", "1",
+            "--kinds", "zero", "--random-seeds", "0", "--score-sequences", "2"]
+    assert ablate_heads.main(argv) == 0
+    text = stream.getvalue()
+    pieces = re.split(r"[\r\n]", text)
+    assert any("%|" in p for p in pieces)  # bars were drawn
+    merged = [p for p in pieces if "%|" in p and re.search(r"ablating|top 1|resuming", p)]
+    assert merged == []
+    assert "(one random-head seed: no spread)" in text and "random-head spread]" not in text
+    wrote = next(line for line in text.splitlines() if line.startswith("wrote "))
+    for name in ("ablation_tiny-llama.csv", "ablation_summary_tiny-llama.csv", "ablation_summary_tiny-llama.md",
+                 "head_scores_tiny-llama.csv", "head_scores_tiny-llama.json"):
+        assert f"build/results/{name}" in wrote, name
+        assert (tmp_path / "build" / "results" / name).is_file()
+
+
+def test_show_heads_writes_into_build_and_takes_quiet(tmp_path, monkeypatch, capsys):
+    sys.path.insert(0, str(ROOT / "analyses"))
+    import show_heads
+
+    monkeypatch.setattr(show_heads, "ROOT", tmp_path)
+    argv = ["--model", "tiny-llama", "--device", "cpu", "--task", "UF", "--heads", "0.1", "--length", "3", "--quiet"]
+    assert show_heads.main(argv) == 0
+    assert (tmp_path / "build" / "figures" / "attention_UF.html").is_file()
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_no_script_writes_into_a_tracked_folder_by_default(script, capsys):
+    sys.path.insert(0, str(ROOT / "analyses"))
+    module = __import__(script)
+    with pytest.raises(SystemExit):
+        module.main(["--help"])
+    options = " ".join(capsys.readouterr().out.split()).partition("options:")[2]
+    outputs = [part for part in re.split(r" (?=--[a-z])", options) if re.match(r"--(out|figures) ", part)]
+    assert outputs, script
+    for help_text in outputs:  # --results (what is read) may well default to results/
+        assert "build/" in help_text and not re.search(r"default:? (results|figures)/", help_text), help_text
