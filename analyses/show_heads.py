@@ -12,14 +12,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from interp.cli import (RUN_FIGURES, ArgumentTypeError, Parser, add_model_args, add_prompt_args, add_quiet_arg, add_source_args, fail,
-                        load_model_from_args, non_negative_int, positive_int, prompt_config_from_args, run, seed,
-                        source_from_args, task_name, writable_file)
+from interp.cli import (RUN_FIGURES, ArgumentTypeError, Parser, add_model_args, add_prompt_args, add_quiet_arg,
+                        add_source_args, fail, heads_before_loading, load_model_from_args, non_negative_int,
+                        positive_int, prompt_config_from_args, run, seed, source_from_args, task_name, writable_file)
 from interp.core.heads import parse_heads
-from interp.data.paper_files import PaperData
-from interp.measure.mechanism_scores import all_head_scores
 from interp.data.tasks import TASK_NAMES
-from interp.figures.attention import VIEW_KINDS, attention_view, save_attention_view
+
+# The figure and scoring modules (torch, transformers: seconds to import) are imported once the
+# arguments are read, so that a mistake is refused at once.
+VIEWS = "heads (circuitsvis attention_heads), patterns (attention_patterns) or both"
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,8 +36,7 @@ def build_parser() -> Parser:
                         help="task length (default 10; with --data: the first length the files hold)")
     parser.add_argument("--example", type=non_negative_int, default=0, help="index of the seeded example (default 0)")
     parser.add_argument("--seed", type=seed, default=0, help="example seed (default 0)")
-    parser.add_argument("--view", default="heads", choices=VIEW_KINDS,
-                        help="circuitsvis attention_heads, attention_patterns, or both (default heads)")
+    parser.add_argument("--view", default="heads", help=f"{VIEWS} (default heads)")
     parser.add_argument("--no-answer", action="store_true", help="do not append the teacher-forced answer")
     parser.add_argument("--scores", type=non_negative_int, default=0, metavar="N",
                         help="show every head score (paper's and mechanism, interp.measure.mechanism_scores) from N probe "
@@ -50,12 +50,15 @@ def build_parser() -> Parser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        heads = parse_heads(args.heads, name="--heads")  # syntax now; ranges once the model is loaded
-    except ValueError as err:
-        parser.error(str(err))
+    heads = heads_before_loading(parser, args, args.heads)  # ranges too, where the model's name tells its shape
     if not heads:
         fail(parser, "--heads", "no heads given (expected e.g. 18.6,17.3)")
+    from interp.data.paper_files import PaperData
+    from interp.figures.attention import VIEW_KINDS, attention_view, save_attention_view
+    from interp.measure.mechanism_scores import all_head_scores
+
+    if args.view not in VIEW_KINDS:
+        fail(parser, "--view", f"expected {VIEWS}, got {args.view!r}")
     config = prompt_config_from_args(parser, args, [args.task])
     source = source_from_args(parser, args, [args.task])
     length = args.length or (source.lengths(args.task)[0] if isinstance(source, PaperData) else 10)

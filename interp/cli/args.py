@@ -168,6 +168,28 @@ def input_error_argument(message: str, args: Namespace) -> str:
     return "--lengths"
 
 
+def heads_before_loading(parser: ArgumentParser, args: Namespace, heads, argument: str = "--heads"):
+    """``heads`` (a ``--heads`` value) read and, where the model's shape is known from its name or
+    config file (:func:`interp.interventions.edges.preflight.model_shape`), range-checked: a head
+    the model does not have is refused before any weight is loaded. Returns the heads as ``Head``.
+
+    >>> parser = Parser(prog="demo")
+    >>> heads_before_loading(parser, Namespace(model="tiny-llama"), "1.3,0.0")
+    [Head(1, 3), Head(0, 0)]
+    >>> heads_before_loading(parser, Namespace(model="tiny-llama"), "99.0")
+    Traceback (most recent call last):
+    SystemExit: 2
+    """
+    from interp.core.heads import parse_heads
+    from interp.interventions.edges.preflight import model_shape
+
+    shape = model_shape(args.model)
+    try:
+        return parse_heads(heads, *((shape.n_layers, shape.n_heads) if shape else (None, None)), name=argument)
+    except ValueError as err:
+        fail(parser, argument, str(err).removeprefix(f"{argument}: "))
+
+
 def load_model_from_args(args: Namespace):
     """The model the common arguments describe (with its adapter, when one is named).
 
