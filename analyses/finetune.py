@@ -15,16 +15,15 @@ checkpoints under <out>/runs/; a killed run started again with the same argument
 
 from __future__ import annotations
 
-import logging
 import shlex
 import sys
 
 import torch
 
 from interp.models.adapters import LoraSettings
-from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, fail, fraction, new_or_existing_dir,
-                        non_negative_float, non_negative_int, positive_float, positive_int, positive_int_list, run,
-                        seed, task_name)
+from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, fail, fraction, log_through_tqdm,
+                        new_or_existing_dir, non_negative_float, non_negative_int, positive_float, positive_int,
+                        positive_int_list, run, seed, task_name)
 from interp.data.tasks import TASK_NAMES
 from interp.experiments.finetune import finetune
 from interp.training import PRECISIONS, SCHEDULES, TrainConfig
@@ -83,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         fail(parser, "--device-map", "fine-tuning runs on one device (--device); split models only for analyses")
     if args.adapter_out and not args.lora:
         fail(parser, "--adapter-out", "needs --lora (full fine-tuning saves a model with --save-model)")
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    log_through_tqdm()
     if args.threads:
         torch.set_num_threads(args.threads)
     lora = None

@@ -12,14 +12,13 @@ C-RASP[pos] prediction). Non-default presets add their name to the file names. C
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import time
 from dataclasses import asdict, replace
 
-from interp.cli import (Parser, add_output_args, fraction, name_list, positive_float, positive_int, run, seed,
-                        task_list)
+from interp.cli import (Parser, add_output_args, fraction, log_through_tqdm, name_list, positive_float, positive_int, run,
+                        seed, task_list)
 from interp.core.naming import result_stem
 from interp.core.tables import to_markdown, write_table
 from interp.experiments.from_scratch import POSITIONALS, PRESETS, train_table, verdict
@@ -53,7 +52,7 @@ def _cpu_seconds() -> float:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    log_through_tqdm()
     overrides = {k: v for k, v in (("steps", args.steps), ("d_model", args.d_model), ("n_layers", args.layers),
                                    ("lr", args.lr), ("seed", args.seed), ("threads", args.threads)) if v is not None}
     config = replace(PRESETS[args.preset], **overrides)

@@ -183,3 +183,26 @@ def test_no_script_writes_into_a_tracked_folder_by_default(script, capsys):
     assert outputs, script
     for help_text in outputs:  # --results (what is read) may well default to results/
         assert "build/" in help_text and not re.search(r"default:? (results|figures)/", help_text), help_text
+
+
+def test_log_records_of_a_training_script_never_land_in_a_bar(monkeypatch):
+    import io
+    import logging
+
+    from tqdm.auto import tqdm
+
+    from interp.cli import log_through_tqdm
+
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", stream)
+    monkeypatch.setattr(sys, "stderr", stream)
+    logger = logging.getLogger("interp.test.training")
+    log_through_tqdm(logger=logger)
+    logger.propagate = False
+    with tqdm(total=4, desc="training", file=sys.stderr) as bar:
+        bar.update(1)
+        logger.info("step 1: loss 2.5")
+        bar.update(1)
+    pieces = re.split(r"[\r\n]", stream.getvalue())
+    assert "INFO interp.test.training: step 1: loss 2.5" in pieces
+    assert [p for p in pieces if "%|" in p and "loss" in p] == []

@@ -22,7 +22,7 @@ from interp.cli.argtypes import (MAX_SEED, at_least, existing_dir, fraction, fra
                                  name_list, new_or_existing_dir, non_negative_float, non_negative_int, positive_float,
                                  positive_int, positive_int_list, seed, seed_list, task_list, task_name, writable_dir,
                                  writable_file)
-from interp.cli.output import say
+from interp.cli.output import log_through_tqdm, say
 from interp.cli.parser import ArgumentTypeError, Namespace, Parser, fail
 from interp.cli.running import USER_ERRORS, run
 
@@ -30,7 +30,7 @@ __all__ = [
     "MAX_SEED", "RUN_FIGURES", "RUN_RESULTS", "USER_ERRORS", "ArgumentTypeError", "Namespace", "Parser",
     "add_model_args", "add_output_args", "add_quiet_arg",
     "add_prompt_args", "add_source_args", "at_least", "existing_dir", "fail", "fraction", "fraction_list", "heads_before_loading",
-    "index_list",
+    "index_list", "log_through_tqdm",
     "input_error_argument", "int_list", "load_model_from_args", "name_list", "new_or_existing_dir",
     "non_negative_float", "non_negative_int", "positive_float", "positive_int", "positive_int_list",
     "prompt_config_from_args", "result_stem_from_args", "run", "say", "seed", "seed_list", "source_from_args", "task_list",
