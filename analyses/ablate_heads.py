@@ -14,7 +14,8 @@ import sys
 
 from interp.cli import (Namespace, Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         input_error_argument, load_model_from_args, name_list, positive_int, positive_int_list,
-                        prompt_config_from_args, result_stem_from_args, run, say, seed, seed_list, source_from_args, task_list)
+                        prompt_config_from_args, result_stem_from_args, run, say, seed, seed_list, shape_before_loading,
+                        source_from_args, task_list)
 from interp.core.journal import RowJournal
 from interp.core.locking import TableLock
 from interp.core.tables import to_markdown, write_table
@@ -49,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
                              "duplicate_v_composition names one-step backward copiers)")
     args = parser.parse_args(argv)
     config = study_config(parser, args)
+    if shape := shape_before_loading(args):  # k against the heads, before any weight is loaded
+        try:
+            config.check_model(shape.n_layers, shape.n_heads)
+        except ValueError as err:
+            fail(parser, input_error_argument(str(err), args), str(err))
     chosen = [f"{role}-by-{score}" for role, score, default in
               (("induction", config.induction_by, "induction"), ("anti", config.anti_by, "anti_induction"))
               if score != default]  # another choice of heads is another study, in its own files

@@ -56,6 +56,7 @@ def refused(main, argv, capsys) -> str:
     ("show_heads", ["--model", "tiny-llama", "--task", "UF", "--heads", "99.0"], "argument --heads: head 99.0 is out of range"),
     ("show_heads", ["--model", "tiny-llama", "--task", "UF", "--heads", "0.1", "--view", "all"], "argument --view: expected"),
     ("head_sweep", ["--model", "tiny-llama", "--heads", "1.4"], "argument --heads: head 1.4 is out of range (head 4)"),
+    ("ablate_heads", ["--model", "tiny-llama", "--k", "9"], "argument --k: k=9 heads per set, but the model has only 8"),
 ])
 def test_bad_arguments_are_refused_before_any_model_work(script, argv, fragment, capsys, monkeypatch):
     module = __import__(script)  # imported first: it binds the real loader, which the test then replaces
@@ -74,7 +75,7 @@ def test_bad_arguments_are_refused_before_any_model_work(script, argv, fragment,
     ("head_sweep", ["--heads", "2.0"], "--heads: head 2.0 is out of range"),
     ("head_sweep", ["--method", "attribution", "--recheck", "9"], "argument --recheck: 9 heads, but the model has 8"),
     ("directional_bias", ["--tasks", "UR", "--lengths", "600"], "argument --lengths: UR at length 600"),
-    ("ablate_heads", ["--adapter", "ub"], "--adapter: "),
+    ("ablate_heads", ["--adapter", "ub", "--k", "1"], "--adapter: "),
 ])
 def test_what_only_the_model_can_tell_is_refused_before_scoring(script, argv, fragment, capsys, monkeypatch, tmp_path):
     import interp.experiments.ablation_setup as study

@@ -16,8 +16,9 @@ installer's command, `python -m interp.cli.models`).
 """
 
 from interp.cli.args import (RUN_FIGURES, RUN_RESULTS, add_model_args, add_output_args, add_prompt_args,
-                             add_quiet_arg, add_source_args, heads_before_loading, input_error_argument, load_model_from_args, prompt_config_from_args,
-                             result_stem_from_args, source_from_args)
+                             add_quiet_arg, add_source_args, heads_before_loading, input_error_argument,
+                             load_model_from_args, prompt_config_from_args, result_stem_from_args,
+                             shape_before_loading, source_from_args)
 from interp.cli.argtypes import (MAX_SEED, at_least, existing_dir, fraction, fraction_list, index_list, int_list,
                                  name_list, new_or_existing_dir, non_negative_float, non_negative_int, positive_float,
                                  positive_int, positive_int_list, seed, seed_list, task_list, task_name, writable_dir,
@@ -33,6 +34,6 @@ __all__ = [
     "index_list", "log_through_tqdm",
     "input_error_argument", "int_list", "load_model_from_args", "name_list", "new_or_existing_dir",
     "non_negative_float", "non_negative_int", "positive_float", "positive_int", "positive_int_list",
-    "prompt_config_from_args", "result_stem_from_args", "run", "say", "seed", "seed_list", "source_from_args", "task_list",
+    "prompt_config_from_args", "result_stem_from_args", "run", "say", "seed", "shape_before_loading", "seed_list", "source_from_args", "task_list",
     "task_name", "writable_dir", "writable_file",
 ]

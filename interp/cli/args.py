@@ -168,6 +168,19 @@ def input_error_argument(message: str, args: Namespace) -> str:
     return "--lengths"
 
 
+def shape_before_loading(args: Namespace):
+    """The shape (layers, heads, context) of ``args.model`` as its name or config file tells it,
+    without loading a weight (:func:`interp.interventions.edges.preflight.model_shape`); None when
+    only loading can tell.
+
+    >>> shape_before_loading(Namespace(model="tiny-llama")).n_heads
+    4
+    """
+    from interp.interventions.edges.preflight import model_shape
+
+    return model_shape(args.model)
+
+
 def heads_before_loading(parser: ArgumentParser, args: Namespace, heads, argument: str = "--heads"):
     """``heads`` (a ``--heads`` value) read and, where the model's shape is known from its name or
     config file (:func:`interp.interventions.edges.preflight.model_shape`), range-checked: a head
@@ -181,9 +194,8 @@ def heads_before_loading(parser: ArgumentParser, args: Namespace, heads, argumen
     SystemExit: 2
     """
     from interp.core.heads import parse_heads
-    from interp.interventions.edges.preflight import model_shape
 
-    shape = model_shape(args.model)
+    shape = shape_before_loading(args)
     try:
         return parse_heads(heads, *((shape.n_layers, shape.n_heads) if shape else (None, None)), name=argument)
     except ValueError as err:
