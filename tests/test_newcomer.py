@@ -206,3 +206,15 @@ def test_log_records_of_a_training_script_never_land_in_a_bar(monkeypatch):
     pieces = re.split(r"[\r\n]", stream.getvalue())
     assert "INFO interp.test.training: step 1: loss 2.5" in pieces
     assert [p for p in pieces if "%|" in p and "loss" in p] == []
+
+
+def test_head_means_and_ablation_paths_print_short_and_tabulate(tiny_llama):
+    from interp.interventions.ablation import compute_head_means
+    from interp.interventions.ablation_path import AblationPath
+    from interp.measure.encoding import encode_for
+    from interp.measure.evaluate import task_prompts
+
+    means = compute_head_means(tiny_llama, encode_for(tiny_llama, task_prompts(tiny_llama, "UF", 4, n_examples=2)))
+    assert repr(means).startswith("HeadMeans(layers 0-1, 4 heads x") and "tensor(" not in repr(means)
+    path = AblationPath(Head(1, 2), "zero", [0.5, 1.0], [-0.1, -0.4])
+    assert path.to_pandas()["delta_logprob"].tolist() == [-0.1, -0.4]

@@ -50,7 +50,7 @@ class HookCounter:
         return sum(self.calls.values())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class HeadMeans:
     """Mean ``hook_z`` per layer over a reference batch.
 
@@ -62,6 +62,14 @@ class HeadMeans:
     means: dict[int, Tensor]
     overall: dict[int, Float[Tensor, "head d_head"]]
     per_position: bool
+
+    def __repr__(self) -> str:
+        """``HeadMeans(layers 0-1, 4 heads x 16 d_head, over all tokens)``: the shape, not the tensors."""
+        layers = sorted(self.overall)
+        span = f"layers {layers[0]}-{layers[-1]}" if layers else "no layers"
+        heads, d_head = next(iter(self.overall.values())).shape if layers else (0, 0)
+        where = "per position" if self.per_position else "over all tokens"
+        return f"HeadMeans({span}, {heads} heads x {d_head} d_head, {where})"
 
     def for_layer(self, layer: int, seq_len: int) -> Tensor:
         if not self.per_position:
