@@ -3,14 +3,14 @@
 
 The public API (``dir(interp)`` lists it; each name's module is given in ``_EXPORTS``):
 
-* models: :func:`load_model`;
-* tasks: :data:`TASKS`, :data:`TASK_NAMES`, :class:`TaskSpec`, :class:`TaskExample`,
-  :func:`get_task`, :func:`generate_examples`, :class:`PromptConfig`, :func:`task_prompts`,
-  :func:`encode_for`;
-* measuring: :func:`evaluate_task` (an :class:`Accuracy`), :func:`score_heads` (a :class:`HeadScores`);
-* heads: :class:`Head`, :data:`HeadLike`, :func:`parse_heads`;
-* interventions: :func:`ablated`, :func:`ablation_hooks`, :func:`compute_head_means`,
-  :func:`head_sweep` (a :class:`SweepResult`), :func:`attribution_sweep` (an :class:`AttributionResult`).
+* models: ``load_model``;
+* tasks: ``TASKS``, ``TASK_NAMES``, ``TaskSpec``, ``TaskExample``,
+  ``get_task``, ``generate_examples``, ``PromptConfig``, ``task_prompts``,
+  ``encode_for``;
+* measuring: ``evaluate_task`` (an ``Accuracy``), ``score_heads`` (a ``HeadScores``);
+* heads: ``Head``, ``HeadLike``, ``parse_heads``;
+* interventions: ``ablated``, ``ablation_hooks``, ``compute_head_means``,
+  ``head_sweep`` (a ``SweepResult``), ``attribution_sweep`` (an ``AttributionResult``).
 
 Library functions draw no progress bar unless asked (``progress=True``); the scripts in
 ``analyses/`` ask, unless given ``--quiet``.
@@ -20,8 +20,8 @@ The packages follow the flow of data, each importing only those before it: ``cor
 ``interventions`` -> ``training`` -> ``experiments`` -> ``figures`` -> ``cli``.
 
 Names are imported on first use, so that light tools (figures from results files) do not pay for
-importing torch and transformers (``python -c "import interp"`` takes a few hundredths of a second
-this way, against seconds for importing the names' modules)."""
+importing torch and transformers (``python -c "import interp"``: 0.14 s this way against 25 s with
+every name's module imported, on a busy 2-core machine; docs/benchmarks.md)."""
 
 from __future__ import annotations
 

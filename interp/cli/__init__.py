@@ -10,7 +10,7 @@ heads) are reported the same way through :func:`fail`, still before any scoring.
 
 Modules: ``parser`` (the parser and :func:`fail`; the one module importing the standard parser),
 ``argtypes`` (argument types), ``args`` (the shared arguments and what scripts make of them),
-``running`` (:func:`run`: a script's mistakes as one ``error:`` line), ``output`` (:func:`say`: a
+``running`` (``run``: a script's mistakes as one ``error:`` line), ``output`` (``say``: a
 line that never lands inside a progress bar's), ``models`` (the offline-model
 installer's command, `python -m interp.cli.models`).
 """

@@ -170,7 +170,7 @@ def input_error_argument(message: str, args: Namespace) -> str:
 
 def shape_before_loading(args: Namespace):
     """The shape (layers, heads, context) of ``args.model`` as its name or config file tells it,
-    without loading a weight (:func:`interp.interventions.edges.preflight.model_shape`); None when
+    without loading a weight (``interp.interventions.edges.preflight.model_shape``); None when
     only loading can tell.
 
     >>> shape_before_loading(Namespace(model="tiny-llama")).n_heads
@@ -183,7 +183,7 @@ def shape_before_loading(args: Namespace):
 
 def heads_before_loading(parser: ArgumentParser, args: Namespace, heads, argument: str = "--heads"):
     """``heads`` (a ``--heads`` value) read and, where the model's shape is known from its name or
-    config file (:func:`interp.interventions.edges.preflight.model_shape`), range-checked: a head
+    config file (``interp.interventions.edges.preflight.model_shape``), range-checked: a head
     the model does not have is refused before any weight is loaded. Returns the heads as ``Head``.
 
     >>> parser = Parser(prog="demo")

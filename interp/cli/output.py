@@ -1,9 +1,9 @@
-"""What a script prints while it works: :func:`say` writes a line above any progress bar (bars go
+"""What a script prints while it works: ``say`` writes a line above any progress bar (bars go
 to stderr, lines to stdout; a plain ``print`` would land in the middle of a bar's line).
 
 Library functions draw no bar unless given ``progress=True``; scripts ask for bars unless given
-``--quiet``, and report through :func:`say` (it is what they pass as a library call's ``log``);
-scripts that log (training) send their records through :func:`log_through_tqdm` the same way.
+``--quiet``, and report through ``say`` (it is what they pass as a library call's ``log``);
+scripts that log (training) send their records through ``log_through_tqdm`` the same way.
 """
 
 from __future__ import annotations

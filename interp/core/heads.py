@@ -40,7 +40,7 @@ class Head(NamedTuple):
 HeadLike = Head | tuple[int, int] | str
 """One head as the library takes it: ``Head(18, 6)``, ``(18, 6)`` or ``"18.6"`` (``"18:6"``, ``"L18H6"``)."""
 HeadsLike = str | Sequence[HeadLike]
-"""Several heads: a sequence of :data:`HeadLike`, or one string such as ``"18.6,17.3"``."""
+"""Several heads: a sequence of ``HeadLike``, or one string such as ``"18.6,17.3"``."""
 
 
 def _parse_one(item: object, name: str) -> Head:

@@ -18,7 +18,7 @@ from interp.core.heads import Head
 
 
 class Tabular:
-    """A result whose :meth:`rows` are its table: :meth:`to_pandas` is the same table as a
+    """A result whose ``rows`` are its table: ``to_pandas`` is the same table as a
     ``pandas.DataFrame``.
 
     >>> class Two(Tabular):
@@ -32,7 +32,7 @@ class Tabular:
         raise NotImplementedError
 
     def to_pandas(self):
-        """:meth:`rows` as a ``pandas.DataFrame`` (one column per key)."""
+        """``rows`` as a ``pandas.DataFrame`` (one column per key)."""
         import pandas  # only here: tables and figures do not need it
 
         return pandas.DataFrame(self.rows())

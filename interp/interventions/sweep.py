@@ -65,7 +65,7 @@ class SweepResult(Tabular):
         return table
 
     def _delta_table(self) -> Float[Tensor, "layer head_index"]:
-        """:meth:`delta_logprob_table` just large enough for the swept heads."""
+        """``delta_logprob_table`` just large enough for the swept heads."""
         return self.delta_logprob_table(max((h.layer for h in self.heads), default=-1) + 1,
                                         max((h.head for h in self.heads), default=-1) + 1)
 

@@ -129,7 +129,7 @@ class Accuracy(Tabular):
         return asdict(self)
 
     def rows(self) -> list[dict]:
-        """The one row this summary is (:meth:`as_row`)."""
+        """The one row this summary is (``as_row``)."""
         return [self.as_row()]
 
 
