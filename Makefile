@@ -60,12 +60,13 @@ gemma: $(STAMP)
 models: $(STAMP)
 	$(PY) -m interp.cli.models install --model all
 
+# Scripts run by hand write into the git-ignored build/; these targets name the tracked folders on purpose.
 figures: $(STAMP) chromium
-	$(PY) analyses/make_figures.py
+	$(PY) analyses/make_figures.py --out figures
 
 # The paper's claims x models table (results/claims*, figures/claims.*) from the published results/; no model run.
 claims: $(STAMP) chromium
-	$(PY) analyses/claims.py
+	$(PY) analyses/claims.py --out results --figures figures
 
 # Edge patching (the paper's section 4.4) on the embedded model, and with the LoRA adapter trained on UB.
 edges: $(STAMP)
@@ -81,7 +82,7 @@ docs: $(STAMP)
 # from-scratch models (scratch-uf / -ub, kept in checkpoints/). Trains only what is missing, seeded;
 # a killed run started again resumes from its last checkpoint.
 trained-models: $(STAMP)
-	OMP_NUM_THREADS=1 $(PY) analyses/train_models.py
+	OMP_NUM_THREADS=1 $(PY) analyses/train_models.py --out $(RUN_OUT)
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done

@@ -1,8 +1,8 @@
 """Score every head, then ablate the top-k induction, top-k anti-induction and k random heads
 (zero and mean ablation) and recompute accuracy on UF, UB, UR, UL. The `make run` job.
 
-Writes results/head_scores_<model>.*, results/ablation_<model>.* and results/ablation_summary_<model>.*
-(with an adapter the model reads `smollm2-135m+ub`). `--anti-heads-by SCORE` (or `--induction-heads-by`)
+Writes <out>/head_scores_<model>.*, <out>/ablation_<model>.* and <out>/ablation_summary_<model>.*
+(--out: by default the git-ignored build/results; `make publish` copies tables into results/; with an adapter the model reads `smollm2-135m+ub`). `--anti-heads-by SCORE` (or `--induction-heads-by`)
 picks a set by another head score (interp.measure.mechanism_scores), e.g. duplicate_v_composition; the
 files then end in `_anti-by-SCORE`. A killed run started again with the same arguments
 resumes: finished head scores and finished ablation cells are reused.
@@ -14,7 +14,8 @@ import sys
 
 from interp.cli import (Namespace, Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         input_error_argument, load_model_from_args, name_list, positive_int, positive_int_list,
-                        prompt_config_from_args, result_stem_from_args, run, seed, seed_list, source_from_args, task_list)
+                        prompt_config_from_args, result_stem_from_args, run, say, seed, seed_list, shape_before_loading,
+                        source_from_args, task_list)
 from interp.core.journal import RowJournal
 from interp.core.locking import TableLock
 from interp.core.tables import to_markdown, write_table
@@ -49,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
                              "duplicate_v_composition names one-step backward copiers)")
     args = parser.parse_args(argv)
     config = study_config(parser, args)
+    if shape := shape_before_loading(args):  # k against the heads, before any weight is loaded
+        try:
+            config.check_model(shape.n_layers, shape.n_heads)
+        except ValueError as err:
+            fail(parser, input_error_argument(str(err), args), str(err))
     chosen = [f"{role}-by-{score}" for role, score, default in
               (("induction", config.induction_by, "induction"), ("anti", config.anti_by, "anti_induction"))
               if score != default]  # another choice of heads is another study, in its own files
@@ -64,22 +70,34 @@ def main(argv: list[str] | None = None) -> int:
             fail(parser, input_error_argument(str(err), args), str(err).removeprefix("--data: ").removeprefix("--n "))
         progress = not args.quiet
         scores = study_head_scores(model, scores_stem, config, args.score_sequences, progress,
-                                   metadata={"adapter": args.adapter}, log=print)
+                                   metadata={"adapter": args.adapter}, log=say)
         for name in (config.induction_by, config.anti_by):
             top = scores.top_heads(name, args.k)
-            print(f"top {args.k} {name} heads: " + ", ".join(f"{h} ({float(scores[name][h]):.3f})" for h in top))
+            say(f"top {args.k} {name} heads: " + ", ".join(f"{h} ({float(scores[name][h]):.3f})" for h in top))
 
         journal = RowJournal(stem, run_config, ABLATION_ROW_SHAPE, lock=lock)
         if journal.done():
-            print(f"resuming: {len(journal.done())} finished cells in {journal.path}")
-        rows = ablation_study(model, scores, config, progress=progress, log=print, journal=journal)
+            say(f"resuming: {len(journal.done())} finished cells in {journal.path}")
+        rows = ablation_study(model, scores, config, progress=progress, log=say, journal=journal)
         summary = ablation_summary(rows)
-        write_table(summary, result_stem_from_args(args, "ablation_summary", chosen), metadata=run_config)
-        journal.finish(rows, ABLATION_COLUMNS, metadata=run_config)
-    print("\naccuracy (change from baseline) [random-head spread]:\n")
+        written = write_table(summary, result_stem_from_args(args, "ablation_summary", chosen), metadata=run_config)
+        written = journal.finish(rows, ABLATION_COLUMNS, metadata=run_config) + written
+    print(f"\naccuracy (change from baseline) {spread_note(len(config.random_seeds))}:\n")
     print(to_markdown(summary))
-    print(f"wrote {stem}.csv/.json/.md and {scores_stem}.csv")
+    scores_files = [scores_stem.with_name(f"{scores_stem.name}.{ext}") for ext in ("csv", "json", "md")]
+    print("wrote " + ", ".join(str(path) for path in [*written, *scores_files]))
     return 0
+
+
+def spread_note(n_seeds: int) -> str:
+    """What the bracket after a random-head cell means, for the number of random-head seeds.
+
+    >>> spread_note(3), spread_note(1)
+    ('[min-max over 3 random-head seeds]', '(one random-head seed: no spread)')
+    """
+    if n_seeds > 1:
+        return f"[min-max over {n_seeds} random-head seeds]"
+    return "(one random-head seed: no spread)" if n_seeds == 1 else "(no random-head control)"
 
 
 def study_config(parser: Parser, args: Namespace) -> AblationConfig:

@@ -1,6 +1,7 @@
 """The paper's claims x models, read from the results tables (no model run).
 
-    python analyses/claims.py                  # results/ -> results/claims.{csv,json,md}, figures/claims.{html,png}
+    python analyses/claims.py                  # results/ -> build/results/claims.{csv,json,md}, build/figures/claims.{html,png}
+    python analyses/claims.py --out results --figures figures   # the published ones (`make claims`)
     python analyses/claims.py --formats html   # no Chromium needed
 
 Each row: a claim, a model, the number read with its 95% interval and sample size, and whether it
@@ -12,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from interp.cli import Parser, existing_dir, figure_formats, run, writable_dir
+from interp.cli import RUN_FIGURES, RUN_RESULTS, Parser, add_quiet_arg, existing_dir, figure_formats, run, writable_dir
 from interp.core.naming import result_stem
 from interp.core.tables import write_table
 from interp.figures import save_figure
@@ -24,12 +25,13 @@ ROOT = Path(__file__).resolve().parents[1]
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(__doc__)
     parser.add_argument("--results", type=existing_dir, default=ROOT / "results", help="folder with the results tables")
-    parser.add_argument("--out", type=writable_dir, default=str(ROOT / "results"),
-                        help="where claims.* goes (default results/)")
-    parser.add_argument("--figures", type=writable_dir, default=str(ROOT / "figures"),
-                        help="where the figure goes (default figures/)")
+    parser.add_argument("--out", type=writable_dir, default=str(ROOT / RUN_RESULTS),
+                        help=f"where claims.* goes (default {RUN_RESULTS}/)")
+    parser.add_argument("--figures", type=writable_dir, default=str(ROOT / RUN_FIGURES),
+                        help=f"where the figure goes (default {RUN_FIGURES}/)")
     parser.add_argument("--formats", type=figure_formats, default="html,png",
                         help="figure formats (default html,png; '' for none)")
+    add_quiet_arg(parser)
     args = parser.parse_args(argv)
     formats = args.formats
     claims = claim_rows(args.results)

@@ -1,7 +1,7 @@
 """In-context accuracy of a model on the ten tasks at several lengths, with the directional
 pairs (UR vs UL, UF vs UB, ...) side by side.
 
-Writes results/directional_bias_<model>.* and results/directional_pairs_<model>.* (with an adapter
+Writes <out>/directional_bias_<model>.* and <out>/directional_pairs_<model>.* (--out: build/results by default; with an adapter
 the model reads `smollm2-135m+ub`). A killed run started again with the same arguments resumes from the
 finished cells.
 """
@@ -12,7 +12,7 @@ import sys
 
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         input_error_argument, load_model_from_args, positive_int, positive_int_list,
-                        prompt_config_from_args, result_stem_from_args, run, seed, source_from_args, task_list)
+                        prompt_config_from_args, result_stem_from_args, run, say, seed, source_from_args, task_list)
 from interp.core.journal import RowJournal
 from interp.core.locking import TableLock
 from interp.core.tables import to_markdown, write_table
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             fail(parser, input_error_argument(str(err), args), str(err))
         journal = RowJournal(stem, run_config, DIRECTIONAL_ROW_SHAPE, lock=lock)
         rows = directional_bias(model, tasks, lengths, args.n, args.seed, config, batch_size=args.batch_size,
-                                progress=not args.quiet, log=print, journal=journal, source=source,
+                                progress=not args.quiet, log=say, journal=journal, source=source,
                                 every_template=every_template)
         pairs = pair_table(rows)
         write_table(pairs, result_stem_from_args(args, "directional_pairs"), metadata=journal.config)

@@ -9,22 +9,21 @@ Examples:
         --train-lengths 5-20 --id-lengths 10 --ood-lengths 30 --steps 200 --batch-size 8 --lr 2e-3 \\
         --warmup 0.1 --device cpu --threads 1
 
-Writes results/finetune_<model>_<task>.{csv,json,md} (step, split, length, accuracy, loss) and
-checkpoints under results/runs/; a killed run started again with the same arguments resumes.
+Writes <out>/finetune_<model>_<task>.{csv,json,md} (step, split, length, accuracy, loss) and
+checkpoints under <out>/runs/; a killed run started again with the same arguments resumes.
 """
 
 from __future__ import annotations
 
-import logging
 import shlex
 import sys
 
 import torch
 
 from interp.models.adapters import LoraSettings
-from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, fail, fraction, new_or_existing_dir,
-                        non_negative_float, non_negative_int, positive_float, positive_int, positive_int_list, run,
-                        seed, task_name)
+from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, fail, fraction, log_through_tqdm,
+                        new_or_existing_dir, non_negative_float, non_negative_int, positive_float, positive_int,
+                        positive_int_list, run, seed, task_name)
 from interp.data.tasks import TASK_NAMES
 from interp.experiments.finetune import finetune
 from interp.training import PRECISIONS, SCHEDULES, TrainConfig
@@ -66,7 +65,7 @@ def build_parser() -> Parser:
     p.add_argument("--checkpoint-every", type=positive_int, default=defaults.checkpoint_every)
     p.add_argument("--stop-at-accuracy", type=fraction, default=None, help="stop once every in-distribution length reaches it")
     p.add_argument("--memory-budget-gib", type=positive_float, default=None, help="refuse plans above this (default: the device's memory)")
-    p.add_argument("--run-dir", type=new_or_existing_dir, default=None, help="checkpoint folder (default results/runs/finetune_<model>_<task>)")
+    p.add_argument("--run-dir", type=new_or_existing_dir, default=None, help="checkpoint folder (default <out>/runs/finetune_<model>_<task>)")
     p.add_argument("--no-resume", action="store_true", help="start over even if the run folder holds a checkpoint")
     p.add_argument("--tag", default=None, help="suffix for the results and run names")
     p.add_argument("--threads", type=positive_int, default=None,
@@ -83,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         fail(parser, "--device-map", "fine-tuning runs on one device (--device); split models only for analyses")
     if args.adapter_out and not args.lora:
         fail(parser, "--adapter-out", "needs --lora (full fine-tuning saves a model with --save-model)")
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    log_through_tqdm()
     if args.threads:
         torch.set_num_threads(args.threads)
     lora = None

@@ -15,7 +15,7 @@ later layer's attention patterns frozen. A straight line means a first-order est
 trusted for that head; a flat start and a cliff near 1 means no gradient at the clean run sees it.
 Printed, not written.
 
-Writes results/head_sweep_<model>.* (exact) or results/head_screen_<model>.* (attribution); with an
+Writes <out>/head_sweep_<model>.* (exact) or <out>/head_screen_<model>.* (attribution); with an
 adapter the model reads `smollm2-135m+ub`.
 """
 
@@ -28,7 +28,7 @@ from interp.interventions.ablation import ABLATION_KINDS, compute_head_means
 from interp.interventions.ablation_path import ablation_path, path_points
 from interp.interventions.attribution import DEFAULT_QK_ROWS, SCREENS, attribution_sweep, recheck
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
-                        fraction_list, load_model_from_args, positive_int, prompt_config_from_args,
+                        fraction_list, heads_before_loading, load_model_from_args, positive_int, prompt_config_from_args,
                         result_stem_from_args, run, seed,
                         source_from_args, task_name)
 from interp.data.paper_files import Generated, PaperData
@@ -101,10 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_method_args(parser, args)
-    try:
-        heads = parse_heads(args.heads, name="--heads") if args.heads else None
-    except ValueError as err:
-        parser.error(str(err))
+    heads = heads_before_loading(parser, args, args.heads) if args.heads else None  # range too, when the name says
 
     spec = get_task(args.task)
     config = prompt_config_from_args(parser, args, [spec.name])

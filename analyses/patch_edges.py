@@ -12,7 +12,7 @@ Defaults are the protocol's except --n: the paper uses 100 prompts per cell, abo
 10 minutes for SmolLM2 on 2 CPU cores); pass --n 100 for the full protocol. The per-layer sweep (each layer's
 edges patched alone, all heads) runs on the first --sweep-n prompts at the longest length. Prompts start with
 BOS when the model's own tokenizer adds one (--bos overrides; the paper's code adds the tokenizer's BOS whenever
-it has one). Writes results/edge_patching_<model>.{csv,json,md} and the sweep's edge_patching_layers_<model>.*
+it has one). Writes <out>/edge_patching_<model>.{csv,json,md} and the sweep's edge_patching_layers_<model>.*
 (the model's name carries its adapter, e.g. smollm2-135m+ub; single-shot runs end in _single-shot). A killed run started again with the same arguments
 resumes from its finished cells. Accuracy carries its binomial s.e. and Wilson 95% interval; the copy's mean
 log-prob (the negative of the paper's loss) its mean ± s.e. Tables written with the earlier columns (n, loss,

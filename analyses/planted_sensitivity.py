@@ -5,8 +5,9 @@ edge patching) asked to find the planted heads.
     python analyses/planted_sensitivity.py
     python analyses/planted_sensitivity.py --strengths 1,0.9,0.8 --seeds 0 --out /tmp/r --figures /tmp/f
 
-Writes results/planted_sensitivity.* (one row per circuit, strength, seed and instrument),
-results/planted_sensitivity_summary.* (share of seeds found) and figures/planted_sensitivity.*.
+Writes <out>/planted_sensitivity.* (one row per circuit, strength, seed and instrument),
+<out>/planted_sensitivity_summary.* (share of seeds found) and <figures>/planted_sensitivity.*
+(by default build/results and build/figures, git-ignored).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from interp.cli import (Namespace, Parser, add_output_args, fail, figure_formats, fraction_list, positive_int, run,
+from interp.cli import (RUN_FIGURES, Namespace, Parser, add_output_args, fail, figure_formats, fraction_list, positive_int, run,
                         seed_list, writable_dir)
 from interp.experiments.planted_sensitivity import (CIRCUITS, SensitivityConfig, found_summary, sensitivity_study,
                                                     weakest_found)
@@ -30,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(__doc__)
     add_output_args(parser)
-    parser.add_argument("--figures", type=writable_dir, default=ROOT / "figures", help="figure folder (default: figures)")
+    parser.add_argument("--figures", type=writable_dir, default=ROOT / RUN_FIGURES,
+                        help=f"figure folder (default: {RUN_FIGURES})")
     parser.add_argument("--strengths", type=fraction_list, default=list(SensitivityConfig.strengths),
                         help="strengths of the plant, 1 = as planted, 0 = noise (default: 1 to 0 in steps of 0.1)")
     parser.add_argument("--seeds", type=seed_list, default=list(SensitivityConfig.seeds), help="noise seeds (default: 0,1,2)")

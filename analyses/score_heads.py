@@ -3,7 +3,7 @@ mechanism scores of interp.measure.mechanism_scores (duplicate-token, reversed p
 the previous-token heads, duplicate_v_composition), plus attention to the answer's source on task
 prompts; writes the layer x head table.
 
-Writes results/head_scores_<model>.* (with an adapter the model reads `smollm2-135m+ub`).
+Writes <out>/head_scores_<model>.* (with an adapter the model reads `smollm2-135m+ub`).
 """
 
 from __future__ import annotations

@@ -4,22 +4,21 @@
     python analyses/train_from_scratch.py --preset quick  # CI smoke run (a minute or two)
     python analyses/train_from_scratch.py --preset paper --positional absolute,rope   # the paper's setting, GPU
 
-Writes results/from_scratch.{csv,json,md} (task, positional, split, lengths, accuracy, expressible)
-and results/from_scratch_summary.{csv,md} (one line a task: ID and OOD accuracy beside the
+Writes <out>/from_scratch.{csv,json,md} (task, positional, split, lengths, accuracy, expressible)
+and <out>/from_scratch_summary.{csv,md} (one line a task: ID and OOD accuracy beside the
 C-RASP[pos] prediction). Non-default presets add their name to the file names. Checkpoints go to
-results/runs/from_scratch_<preset>/; a killed run started again resumes each task.
+<out>/runs/from_scratch_<preset>/; a killed run started again resumes each task.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import time
 from dataclasses import asdict, replace
 
-from interp.cli import (Parser, add_output_args, fraction, name_list, positive_float, positive_int, run, seed,
-                        task_list)
+from interp.cli import (Parser, add_output_args, fraction, log_through_tqdm, name_list, positive_float, positive_int, run,
+                        seed, task_list)
 from interp.core.naming import result_stem
 from interp.core.tables import to_markdown, write_table
 from interp.experiments.from_scratch import POSITIONALS, PRESETS, train_table, verdict
@@ -53,7 +52,7 @@ def _cpu_seconds() -> float:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    log_through_tqdm()
     overrides = {k: v for k, v in (("steps", args.steps), ("d_model", args.d_model), ("n_layers", args.layers),
                                    ("lr", args.lr), ("seed", args.seed), ("threads", args.threads)) if v is not None}
     config = replace(PRESETS[args.preset], **overrides)

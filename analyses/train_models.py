@@ -5,17 +5,16 @@
 
 Models: smollm2-135m-ft-uf / -ub (SmolLM2-135M, every weight fine-tuned on single-shot copying; into
 $INTERP_CACHE/trained/) and scratch-uf / -ub (trained from scratch; into checkpoints/). Training tables go to
-results/finetune_smollm2-135m_<task>_single.* and results/trained_scratch-<task>.*.
+<out>/finetune_smollm2-135m_<task>_single.* and <out>/trained_scratch-<task>.*.
 """
 
 from __future__ import annotations
 
-import logging
 import sys
 
 import torch
 
-from interp.cli import Parser, add_output_args, name_list, positive_int, run
+from interp.cli import Parser, add_output_args, log_through_tqdm, name_list, positive_int, run
 from interp.experiments.trained_models import build
 from interp.models.trained import TRAINED_MODELS
 
@@ -28,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=positive_int, default=1,
                         help="torch CPU threads (default 1: fastest on a CPU shared with other jobs)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    log_through_tqdm()
     torch.set_num_threads(args.threads)
     for name in args.models:
         folder = build(name, results_dir=args.out, progress=not args.quiet)

@@ -52,6 +52,11 @@ def refused(main, argv, capsys) -> str:
     ("train_from_scratch", ["--positional", "sinusoidal"], "argument --positional: unknown ['sinusoidal']"),
     ("theory_table", ["--n", "-1"], "argument --n: expected an integer >= 1"),
     ("make_figures", ["--results", "/nonexistent"], "argument --results: '/nonexistent' is not a folder"),
+    # the shape of a named model is known from its name or config file: a head it lacks is refused unloaded
+    ("show_heads", ["--model", "tiny-llama", "--task", "UF", "--heads", "99.0"], "argument --heads: head 99.0 is out of range"),
+    ("show_heads", ["--model", "tiny-llama", "--task", "UF", "--heads", "0.1", "--view", "all"], "argument --view: expected"),
+    ("head_sweep", ["--model", "tiny-llama", "--heads", "1.4"], "argument --heads: head 1.4 is out of range (head 4)"),
+    ("ablate_heads", ["--model", "tiny-llama", "--k", "9"], "argument --k: k=9 heads per set, but the model has only 8"),
 ])
 def test_bad_arguments_are_refused_before_any_model_work(script, argv, fragment, capsys, monkeypatch):
     module = __import__(script)  # imported first: it binds the real loader, which the test then replaces
@@ -70,7 +75,7 @@ def test_bad_arguments_are_refused_before_any_model_work(script, argv, fragment,
     ("head_sweep", ["--heads", "2.0"], "--heads: head 2.0 is out of range"),
     ("head_sweep", ["--method", "attribution", "--recheck", "9"], "argument --recheck: 9 heads, but the model has 8"),
     ("directional_bias", ["--tasks", "UR", "--lengths", "600"], "argument --lengths: UR at length 600"),
-    ("ablate_heads", ["--adapter", "ub"], "--adapter: "),
+    ("ablate_heads", ["--adapter", "ub", "--k", "1"], "--adapter: "),
 ])
 def test_what_only_the_model_can_tell_is_refused_before_scoring(script, argv, fragment, capsys, monkeypatch, tmp_path):
     import interp.experiments.ablation_setup as study
@@ -215,3 +220,15 @@ def test_argparse_is_imported_by_interp_cli_alone():
     importers = [u for u in users if re.search(r"^\s*(import|from) argparse\b", (ROOT / u).read_text(), re.M)]
     assert importers == ["interp/cli/parser.py"]
     assert all(u.startswith("interp/cli/") for u in users), users  # the argument types' examples name its error
+
+
+def test_a_bad_task_is_refused_before_torch_is_imported():
+    """The figure and model modules take seconds to import; a mistaken --task is refused first."""
+    import subprocess
+
+    code = ("import runpy, sys; sys.modules['torch'] = None; "  # importing torch now raises ImportError
+            "sys.argv = ['show_heads.py', '--task', 'UX', '--heads', '1.1']; "
+            f"runpy.run_path({str(ROOT / 'analyses' / 'show_heads.py')!r}, run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("show_heads.py: error: argument --task: unknown task 'UX'")

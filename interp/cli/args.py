@@ -31,8 +31,15 @@ def add_model_args(parser: ArgumentParser) -> None:
                         help="LoRA adapter: a name under adapters/ (e.g. 'ub') or a folder")
 
 
-def add_output_args(parser: ArgumentParser, default_dir: str = "results") -> None:
-    """``--out`` (a folder checked writable while parsing) and ``--quiet``.
+# Where a script run by hand writes (git-ignored); `make publish`, `make figures` and `make claims`
+# are the explicit ways into the tracked results/ and figures/.
+RUN_RESULTS = "build/results"
+RUN_FIGURES = "build/figures"
+
+
+def add_output_args(parser: ArgumentParser, default_dir: str = RUN_RESULTS) -> None:
+    """``--out`` (a folder checked writable while parsing; by default the git-ignored
+    ``build/results``) and ``--quiet``.
 
     >>> import tempfile
     >>> parser = Parser()
@@ -41,7 +48,19 @@ def add_output_args(parser: ArgumentParser, default_dir: str = "results") -> Non
     >>> args.out.is_dir(), args.quiet
     (True, True)
     """
-    parser.add_argument("--out", type=writable_dir, default=default_dir, help=f"output folder (default: {default_dir})")
+    parser.add_argument("--out", type=writable_dir, default=default_dir,
+                        help=f"output folder (default: {default_dir}, git-ignored; `make publish` copies tables to results/)")
+    add_quiet_arg(parser)
+
+
+def add_quiet_arg(parser: ArgumentParser) -> None:
+    """``--quiet``: no progress bars (for a script whose output is one file, not a folder).
+
+    >>> parser = Parser()
+    >>> add_quiet_arg(parser)
+    >>> parser.parse_args(["--quiet"]).quiet
+    True
+    """
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
@@ -147,6 +166,40 @@ def input_error_argument(message: str, args: Namespace) -> str:
     if "template" in message:
         return "--template"
     return "--lengths"
+
+
+def shape_before_loading(args: Namespace):
+    """The shape (layers, heads, context) of ``args.model`` as its name or config file tells it,
+    without loading a weight (``interp.interventions.edges.preflight.model_shape``); None when
+    only loading can tell.
+
+    >>> shape_before_loading(Namespace(model="tiny-llama")).n_heads
+    4
+    """
+    from interp.interventions.edges.preflight import model_shape
+
+    return model_shape(args.model)
+
+
+def heads_before_loading(parser: ArgumentParser, args: Namespace, heads, argument: str = "--heads"):
+    """``heads`` (a ``--heads`` value) read and, where the model's shape is known from its name or
+    config file (``interp.interventions.edges.preflight.model_shape``), range-checked: a head
+    the model does not have is refused before any weight is loaded. Returns the heads as ``Head``.
+
+    >>> parser = Parser(prog="demo")
+    >>> heads_before_loading(parser, Namespace(model="tiny-llama"), "1.3,0.0")
+    [Head(1, 3), Head(0, 0)]
+    >>> heads_before_loading(parser, Namespace(model="tiny-llama"), "99.0")
+    Traceback (most recent call last):
+    SystemExit: 2
+    """
+    from interp.core.heads import parse_heads
+
+    shape = shape_before_loading(args)
+    try:
+        return parse_heads(heads, *((shape.n_layers, shape.n_heads) if shape else (None, None)), name=argument)
+    except ValueError as err:
+        fail(parser, argument, str(err).removeprefix(f"{argument}: "))
 
 
 def load_model_from_args(args: Namespace):

@@ -11,7 +11,7 @@ form used in the ``heads`` column of results tables (a comma would clash with CS
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 _HEAD_RE = re.compile(r"^(?:L(?P<l1>\d+)H(?P<h1>\d+)|(?P<l2>\d+)[.:](?P<h2>\d+))$", re.IGNORECASE)
@@ -27,6 +27,10 @@ class Head(NamedTuple):
     def __str__(self) -> str:
         return f"{self.layer}.{self.head}"
 
+    def __repr__(self) -> str:
+        """``Head(18, 6)``: short, and still valid Python (``Head(18, 6)`` spelled positionally)."""
+        return f"Head({self.layer}, {self.head})"
+
     @property
     def label(self) -> str:
         """TransformerLens-style name, ``L18H6``."""
@@ -34,6 +38,9 @@ class Head(NamedTuple):
 
 
 HeadLike = Head | tuple[int, int] | str
+"""One head as the library takes it: ``Head(18, 6)``, ``(18, 6)`` or ``"18.6"`` (``"18:6"``, ``"L18H6"``)."""
+HeadsLike = str | Sequence[HeadLike]
+"""Several heads: a sequence of ``HeadLike``, or one string such as ``"18.6,17.3"``."""
 
 
 def _parse_one(item: object, name: str) -> Head:
@@ -65,7 +72,7 @@ def validate_heads(heads: str | Iterable[object], n_layers: int | None = None, n
     ``n_layers`` x ``n_heads``; a ``ValueError`` names ``name`` and the model's shape.
 
     >>> validate_heads(["18.6", (17, 3)], n_layers=30, n_heads=9)
-    [Head(layer=18, head=6), Head(layer=17, head=3)]
+    [Head(18, 6), Head(17, 3)]
     """
     if isinstance(heads, str):
         heads = [s for s in _SPLIT_RE.split(heads.strip()) if s]
@@ -97,7 +104,7 @@ def parse_heads(spec: str | Iterable[object] | None, n_layers: int | None = None
     An empty spec (``""`` or ``None``) gives ``[]``; callers that need heads should check for that.
 
     >>> parse_heads("18.6,17.3,18.6")
-    [Head(layer=18, head=6), Head(layer=17, head=3)]
+    [Head(18, 6), Head(17, 3)]
     >>> parse_heads("1.9", n_layers=2, n_heads=4, name="--heads")
     Traceback (most recent call last):
     ...

@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from interp.core.lm import LanguageModel
+if TYPE_CHECKING:  # a type only: the command line reads names without importing torch
+    from interp.core.lm import LanguageModel
 
 EMBEDDED_MODEL = "smollm2-135m"
 PAPER_MODEL = "qwen2.5-1.5b"

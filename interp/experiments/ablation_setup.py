@@ -118,7 +118,7 @@ def ablation_conditions(scores: HeadScores, config: AblationConfig) -> list[tupl
 
 
 def reference_means(model: TransformerBridge, config: AblationConfig, vocabulary: Sequence[str] | None = None,
-                    progress: bool = True) -> HeadMeans:
+                    progress: bool = False) -> HeadMeans:
     """Mean ``hook_z`` over all tokens of reference prompts of every task (a seed of their own).
 
     >>> from interp.models import load_model
@@ -135,7 +135,7 @@ def reference_means(model: TransformerBridge, config: AblationConfig, vocabulary
 
 
 def add_task_attention(model: TransformerBridge, scores: HeadScores, prompt_sets: dict[tuple[str, int], Sequence], prompt_config: PromptConfig,
-                       batch_size: int = 8, progress: bool = True) -> HeadScores:
+                       batch_size: int = 8, progress: bool = False) -> HeadScores:
     """Add ``attn_<task>`` scores (mean attention from each output position to its answer's
     source position, over the given prompts; lengths pooled) to ``scores``.
 
@@ -200,7 +200,7 @@ def check_prompt_context(model: LanguageModel, config: AblationConfig) -> None:
         check_context(model, encode_for(model, prompts, config.prompt_config))
 
 
-def study_head_scores(model: TransformerBridge, stem: Path, config: AblationConfig, n_sequences: int = 100, progress: bool = True,
+def study_head_scores(model: TransformerBridge, stem: Path, config: AblationConfig, n_sequences: int = 100, progress: bool = False,
                       metadata: dict | None = None, log: Log = _quiet) -> HeadScores:
     """The head scores a study ranks heads by, with its ``attn_<task>`` columns: read back from
     ``stem`` when that table is whole and was written for the same model, dtype, probe and

@@ -110,7 +110,7 @@ def task_lengths(spec: TaskSpec, lengths: Sequence[int], source: ExampleSource) 
 
 def directional_bias(model: LanguageModel, tasks: Sequence[TaskSpec], lengths: Sequence[int], n_examples: int = 50,
                      seed: int = 0, prompt_config: PromptConfig = PromptConfig(), vocabulary: Sequence[str] | None = None,
-                     batch_size: int = 8, progress: bool = True, log: Log = _quiet,
+                     batch_size: int = 8, progress: bool = False, log: Log = _quiet,
                      journal: RowJournal | None = None, source: ExampleSource | None = None,
                      every_template: bool = False) -> list[DirectionalRow]:
     """Accuracy of ``model`` on every task x length (x template with ``every_template``). A cell

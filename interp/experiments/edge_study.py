@@ -279,7 +279,7 @@ EDGE_ROW_SHAPE: RowShape = {"task": str, "length": int, "main": list, "sweep": l
 
 
 def edge_study(model: TransformerBridge, config: EdgeStudyConfig = EdgeStudyConfig(), *, model_label: str = "", adapter: str | None = None,
-               progress: bool = True, journal: RowJournal | None = None,
+               progress: bool = False, journal: RowJournal | None = None,
                layout: AttentionLayout | None = None) -> tuple[list[EdgeRow], list[EdgeSweepRow]]:
     """Run every (task, length) cell; returns (condition rows, per-layer sweep rows). With a
     ``journal`` each finished cell is recorded, and cells an earlier run finished are reused.

@@ -53,7 +53,7 @@ def _meta_model(name: str):
 def finetune(model_name: str, config: TrainConfig, *, run_dir: str | os.PathLike | None = None,
              results_dir: str | os.PathLike = "results", device: str | None = None, dtype: str | None = None,
              adapter_out: str | os.PathLike | None = None, save_model: bool = False,
-             memory_budget_gib: float | None = None, resume: bool = True, progress: bool = True,
+             memory_budget_gib: float | None = None, resume: bool = True, progress: bool = False,
              tag: str | None = None, command: str | None = None) -> FinetuneResult:
     """Load ``model_name``, check memory, train, and write ``results/finetune_<model>_<task>.csv``.
 

@@ -212,7 +212,7 @@ class FittedModel:
 
 
 def fit(task: str, positional: Positional, config: ScratchConfig, run_dir: Path | None = None,
-        progress: bool = True, resume: bool = True) -> FittedModel:
+        progress: bool = False, resume: bool = True) -> FittedModel:
     """Train a fresh model on ``task`` (resuming from ``run_dir``'s checkpoint when there is one).
 
     >>> tiny = replace(PRESETS["quick"], steps=2, eval_every=2, eval_examples=2, table_examples=4)
@@ -237,7 +237,7 @@ def fit(task: str, positional: Positional, config: ScratchConfig, run_dir: Path 
 
 
 def train_one(task: str, positional: Positional, config: ScratchConfig, run_dir: Path | None = None,
-              progress: bool = True, resume: bool = True) -> tuple[list[ScratchRow], TrainResult]:
+              progress: bool = False, resume: bool = True) -> tuple[list[ScratchRow], TrainResult]:
     """Train a fresh model on ``task`` and score it on every bin: rows for the table.
 
     >>> tiny = replace(PRESETS["quick"], steps=2, eval_every=2, eval_examples=2, table_examples=4)
@@ -291,7 +291,7 @@ def _train_job(job: tuple) -> list[ScratchRow]:
 
 def train_table(config: ScratchConfig, tasks: Sequence[str] | None = None,
                 positionals: Sequence[Positional] = ("absolute",), run_root: Path | None = None,
-                progress: bool = True, resume: bool = True, workers: int = 1) -> list[ScratchRow]:
+                progress: bool = False, resume: bool = True, workers: int = 1) -> list[ScratchRow]:
     """Every task x positional encoding; rows as [`train_one`][interp.experiments.from_scratch.train_one] makes them.
 
     ``workers`` > 1 trains that many cells at once in separate processes: models this small do

@@ -97,7 +97,7 @@ class _PromptSet:
 
 
 def ablation_study(model: TransformerBridge, scores: HeadScores, config: AblationConfig = AblationConfig(),
-                   progress: bool = True, log: Log = _quiet, journal: RowJournal | None = None,
+                   progress: bool = False, log: Log = _quiet, journal: RowJournal | None = None,
                    replay_clean: bool = True) -> list[AblationRow]:
     """Accuracy on each task and length: clean, then under each condition and ablation kind.
 

@@ -217,7 +217,7 @@ def _edge_verdict(model: TransformerBridge, circuit: PlantedCircuit, config: Sen
                              by_condition[circuit.edge_condition], by_condition[other])
 
 
-def sensitivity_study(config: SensitivityConfig = SensitivityConfig(), progress: bool = True) -> list[SensitivityRow]:
+def sensitivity_study(config: SensitivityConfig = SensitivityConfig(), progress: bool = False) -> list[SensitivityRow]:
     """Rows for every circuit, strength and noise seed (see the module docstring).
 
     >>> rows = sensitivity_study(SensitivityConfig(strengths=(1.0, 0.5), seeds=(0,)))  # doctest: +SKIP

@@ -80,7 +80,7 @@ def _readme(name: str, info: dict) -> str:
 
 
 def train_scratch_model(task: str, folder: Path, *, results_dir: Path = Path("results"), preset: str = PRESET,
-                        progress: bool = True) -> Path:
+                        progress: bool = False) -> Path:
     """Train (or resume) the from-scratch model of ``task`` and save it to ``folder``.
 
     >>> train_scratch_model("UB", Path("checkpoints/scratch-ub"))  # doctest: +SKIP

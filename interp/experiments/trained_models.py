@@ -36,7 +36,7 @@ def finetune_config(task: str):
 
 
 def build(name: str, results_dir: Path = Path("results"), checkpoints: Path | None = None,
-          progress: bool = True) -> Path:
+          progress: bool = False) -> Path:
     """Train ``name`` when it is not built yet (a killed run resumes); returns its folder.
 
     >>> build("scratch-ub")  # doctest: +SKIP

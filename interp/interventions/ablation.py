@@ -24,7 +24,7 @@ from torch import Tensor
 from interp.core.lm import HookedModel
 from interp.measure.batching import Hook, pad_token_id, padded_batches
 from interp.models.bridge import TransformerBridge, act_name, run_until
-from interp.core.heads import Head, validate_heads
+from interp.core.heads import Head, HeadLike, HeadsLike, validate_heads
 from interp.prompts import EncodedPrompt
 
 AblationKind = Literal["zero", "mean"]
@@ -50,7 +50,7 @@ class HookCounter:
         return sum(self.calls.values())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class HeadMeans:
     """Mean ``hook_z`` per layer over a reference batch.
 
@@ -63,6 +63,14 @@ class HeadMeans:
     overall: dict[int, Float[Tensor, "head d_head"]]
     per_position: bool
 
+    def __repr__(self) -> str:
+        """``HeadMeans(layers 0-1, 4 heads x 16 d_head, over all tokens)``: the shape, not the tensors."""
+        layers = sorted(self.overall)
+        span = f"layers {layers[0]}-{layers[-1]}" if layers else "no layers"
+        heads, d_head = next(iter(self.overall.values())).shape if layers else (0, 0)
+        where = "per position" if self.per_position else "over all tokens"
+        return f"HeadMeans({span}, {heads} heads x {d_head} d_head, {where})"
+
     def for_layer(self, layer: int, seq_len: int) -> Tensor:
         if not self.per_position:
             return self.overall[layer]
@@ -74,7 +82,7 @@ class HeadMeans:
 
 
 def compute_head_means(model: TransformerBridge, reference: Sequence[EncodedPrompt], layers: Sequence[int] | None = None,
-                       per_position: bool = False, batch_size: int = 8, progress: bool = True) -> HeadMeans:
+                       per_position: bool = False, batch_size: int = 8, progress: bool = False) -> HeadMeans:
     """Mean of ``hook_z`` over the real tokens of ``reference`` prompts (prompt + answer).
 
     >>> from interp.measure.encoding import encode_for
@@ -125,7 +133,7 @@ def check_ablation_kind(kind: str, means: HeadMeans | None) -> None:
         raise ValueError("mean ablation needs means=compute_head_means(model, reference_prompts)")
 
 
-def ablation_hooks(model: HookedModel, heads: Sequence[tuple[int, int]], kind: str = "zero", means: HeadMeans | None = None,
+def ablation_hooks(model: HookedModel, heads: HeadsLike, kind: str = "zero", means: HeadMeans | None = None,
                    counter: HookCounter | None = None) -> list[Hook]:
     """Hooks that replace the ``hook_z`` slice of each head in ``heads`` by zero or its mean.
 
@@ -160,7 +168,7 @@ def ablation_hooks(model: HookedModel, heads: Sequence[tuple[int, int]], kind: s
 
 
 @contextmanager
-def ablated(model: HookedModel, heads: Sequence[tuple[int, int]], kind: str = "zero", means: HeadMeans | None = None,
+def ablated(model: HookedModel, heads: HeadsLike, kind: str = "zero", means: HeadMeans | None = None,
             counter: HookCounter | None = None) -> Iterator[list[Hook]]:
     """``with ablated(model, heads, "zero"): ...`` runs everything inside with those heads ablated.
 
@@ -182,13 +190,14 @@ def ablated(model: HookedModel, heads: Sequence[tuple[int, int]], kind: str = "z
         yield hooks
 
 
-def random_heads(n_layers: int, n_heads: int, k: int, seed: int, exclude: Sequence[tuple[int, int]] = ()) -> list[Head]:
+def random_heads(n_layers: int, n_heads: int, k: int, seed: int, exclude: Sequence[HeadLike] = ()) -> list[Head]:
     """``k`` distinct heads drawn uniformly (seeded), avoiding ``exclude``: the control condition.
 
     >>> random_heads(n_layers=2, n_heads=4, k=3, seed=0)
-    [Head(layer=0, head=3), Head(layer=1, head=2), Head(layer=1, head=3)]
+    [Head(0, 3), Head(1, 2), Head(1, 3)]
     """
-    candidates = [Head(l, h) for l in range(n_layers) for h in range(n_heads) if (l, h) not in set(map(tuple, exclude))]
+    excluded = set(validate_heads(exclude))
+    candidates = [Head(l, h) for l in range(n_layers) for h in range(n_heads) if (l, h) not in excluded]
     if k > len(candidates):
         raise ValueError(f"k={k} random heads requested but only {len(candidates)} heads are available")
     return sorted(random.Random(seed).sample(candidates, k))

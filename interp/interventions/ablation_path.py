@@ -25,6 +25,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from interp.core.heads import Head, validate_heads
+from interp.core.results import Tabular
 from interp.interventions.ablation import AblationKind, HeadMeans, check_ablation_kind, z_hook_name
 from interp.interventions.attribution import ablated_z, answer_logprob
 from interp.measure.batching import Hook, pad_token_id, padded_batches
@@ -34,15 +35,25 @@ from interp.prompts import EncodedPrompt
 
 
 @dataclass(frozen=True)
-class AblationPath:
+class AblationPath(Tabular):
     """The change of the mean answer log-prob (over prompts) at each point of one head's way to
-    its ablation."""
+    its ablation.
+
+    >>> AblationPath(Head(16, 0), "zero", [0.5, 1.0], [-0.09, -2.0]).rows()[1]
+    {'layer': 16, 'head': 0, 'kind': 'zero', 'alpha': 1.0, 'delta_logprob': -2.0, 'frozen_patterns': False}
+    """
 
     head: Head
     kind: str
     alphas: list[float]
     delta: list[float]  # at each alpha, the change from the clean run
     frozen_patterns: bool = False
+
+    def rows(self) -> list[dict]:
+        """One row a point of the way."""
+        return [{"layer": self.head.layer, "head": self.head.head, "kind": self.kind, "alpha": alpha,
+                 "delta_logprob": delta, "frozen_patterns": self.frozen_patterns}
+                for alpha, delta in zip(self.alphas, self.delta)]
 
     def linear_share(self) -> float:
         """How much of the full effect (at ``alpha = 1``) a straight line through the point nearest

@@ -30,6 +30,8 @@ from interp.measure.batching import Hook, in_input_order, pad_token_id, padded_b
 from interp.models.bridge import TransformerBridge, act_name
 from interp.interventions.edges.layout import AttentionLayout, attention_layout
 from interp.core.heads import Head
+from interp.core.naming import model_name as name_of_model
+from interp.core.results import Tabular, heads_summary, ranked_heads, score_and_k
 from interp.prompts import EncodedPrompt
 from interp.interventions.qk_fix import hook_names, qk_corrections
 from interp.interventions.sweep import head_sweep
@@ -204,14 +206,31 @@ def atp_star_attributions(model: TransformerBridge, tokens: Int[Tensor, "batch p
     return run.logits, first_order(run, changes) + fix
 
 
-@dataclass(frozen=True)
-class AttributionResult:
-    """Estimated effect of ablating each head alone, per prompt, with the exact clean scores."""
+@dataclass(frozen=True, repr=False)
+class AttributionResult(Tabular):
+    """Estimated effect of ablating each head alone, per prompt, with the exact clean scores.
+
+    >>> from interp.measure.teacher_forcing import AnswerScores
+    >>> clean = AnswerScores.from_rows([(True, 1.0, -0.5, ()), (False, 0.5, -1.5, ())])
+    >>> screen = AttributionResult("zero", clean, torch.tensor([[[-0.4, 0.1]], [[-0.2, 0.3]]]), model_name="demo")
+    >>> screen
+    AttributionResult(demo, attribution patching, zero ablation, n=2 prompts, 1 layers x 2 heads; clean accuracy 0.500; most harmful (log-prob change): 0.0 -0.300, 0.1 0.200)
+    >>> screen.top_heads(1), round(screen.rows()[0]["delta_logprob"], 3)
+    ([Head(0, 0)], -0.3)
+    """
 
     kind: str
     clean: AnswerScores
     delta: Float[Tensor, "batch layer head_index"]  # estimated change of each prompt's mean answer log-prob
     method: str = "attribution patching"
+    model_name: str = ""
+
+    def __repr__(self) -> str:
+        n_layers, n_heads = self.delta.shape[1:]
+        top = heads_summary(self.delta_logprob(), self.top_heads(min(3, n_layers * n_heads)))
+        return (f"AttributionResult({self.model_name or 'no model'}, {self.method}, {self.kind} ablation, "
+                f"n={len(self.clean)} prompts, {n_layers} layers x {n_heads} heads; clean accuracy "
+                f"{self.clean.accuracy:.3f}; most harmful (log-prob change): {top})")
 
     @property
     def heads(self) -> list[Head]:
@@ -222,37 +241,35 @@ class AttributionResult:
         """Estimated change of the mean answer log-probability over all prompts."""
         return self.delta.mean(0)
 
-    def top_heads(self, k: int) -> list[Head]:
-        """The ``k`` heads whose ablation is estimated to lower the answer log-prob most."""
-        flat = self.delta_logprob().flatten()
-        if not 0 <= k <= flat.numel():
-            raise ValueError(f"k={k} must be between 0 and the number of heads ({flat.numel()})")
-        n_heads = self.delta.shape[2]
-        return [Head(int(i) // n_heads, int(i) % n_heads) for i in torch.argsort(flat, stable=True)[:k]]
+    def top_heads(self, score: str | int, k: int | None = None) -> list[Head]:
+        """The ``k`` heads whose ablation is estimated to lower the answer log-prob most:
+        ``top_heads("delta_logprob", k)`` as on every result type, or ``top_heads(k)``."""
+        _, k = score_and_k(score, k, "delta_logprob")
+        return ranked_heads(self.delta_logprob(), k, descending=False)
 
     def flagged_heads(self, k: int) -> list[Head]:
         """The ``k`` heads with the largest estimated change either way: the ones to re-check
         exactly (a head whose ablation effect a linearization gets wrong often still shows a
         large estimate, of the wrong sign)."""
-        flat = self.delta_logprob().flatten().abs()
-        if not 0 <= k <= flat.numel():
-            raise ValueError(f"k={k} must be between 0 and the number of heads ({flat.numel()})")
-        n_heads = self.delta.shape[2]
-        return [Head(int(i) // n_heads, int(i) % n_heads) for i in torch.argsort(flat, descending=True, stable=True)[:k]]
+        return ranked_heads(self.delta_logprob().abs(), k)
 
-    def rows(self, task: str, length: int, model_name: str = "") -> list[dict]:
-        """Rows like ``SweepResult.rows`` for what a first-order estimate can say: the log-prob
-        columns. Accuracy is left out: exact match changes in jumps that a gradient cannot see."""
+    def rows(self, task: str | None = None, length: int | None = None, model_name: str | None = None) -> list[dict]:
+        """One row a head, like ``SweepResult.rows``, for what a first-order estimate can say: the
+        log-prob columns (accuracy is left out: exact match changes in jumps that a gradient cannot
+        see). ``task`` / ``length`` columns are added when given."""
         base_lp = self.clean.mean_logprob.mean().item()
         estimate = self.delta_logprob()
-        return [{"model": model_name, "task": task, "length": length, "layer": head.layer, "head": head.head,
-                 "mean_logprob": base_lp + estimate[head].item(), "delta_logprob": estimate[head].item(),
-                 "estimate": f"{self.method} ({self.kind})"} for head in self.heads]
+        where = {"task": task} if task is not None else {}
+        where |= {"length": length} if length is not None else {}
+        return [{"model": self.model_name if model_name is None else model_name, **where, "layer": head.layer,
+                 "head": head.head, "mean_logprob": base_lp + estimate[head].item(),
+                 "delta_logprob": estimate[head].item(), "estimate": f"{self.method} ({self.kind})"}
+                for head in self.heads]
 
 
 def attribution_sweep(model: TransformerBridge, encoded: Sequence[EncodedPrompt], kind: str = "zero",
                       means: HeadMeans | None = None, batch_size: int = 8, steps: int = 1,
-                      fwd_hooks: Sequence[Hook] = (), progress: bool = True, screen: str = "atp*",
+                      fwd_hooks: Sequence[Hook] = (), progress: bool = False, screen: str = "atp*",
                       qk_rows: int | None = DEFAULT_QK_ROWS) -> AttributionResult:
     """Estimate of each head's single-head ablation effect on ``encoded`` prompts: the screen to
     run before ``interp.interventions.sweep.head_sweep``, at the cost of one forward and one backward pass per
@@ -290,7 +307,7 @@ def attribution_sweep(model: TransformerBridge, encoded: Sequence[EncodedPrompt]
               else f"integrated gradients ({steps} steps)")
     n = len(encoded)
     return AttributionResult(kind, AnswerScores.from_rows(in_input_order(n, clean_parts)),
-                             torch.stack(in_input_order(n, delta_parts)), method)
+                             torch.stack(in_input_order(n, delta_parts)), method, name_of_model(model))
 
 
 def _check_sweep_args(encoded: Sequence[EncodedPrompt], kind: str, means: HeadMeans | None, steps: int, screen: str,
@@ -327,7 +344,7 @@ def _batch_estimate(model: TransformerBridge, tokens: Int[Tensor, "batch pos"], 
     return logits, torch.stack(estimates).mean(0)
 
 def recheck(model: TransformerBridge, encoded: Sequence[EncodedPrompt], screen: AttributionResult, k: int = 10,
-            means: HeadMeans | None = None, batch_size: int = 8, progress: bool = True) -> Float[Tensor, "layer head_index"]:
+            means: HeadMeans | None = None, batch_size: int = 8, progress: bool = False) -> Float[Tensor, "layer head_index"]:
     """The screen's estimates with the ``k`` flagged heads (largest estimated change) replaced by
     their exact single-head ablation effect from ``head_sweep``: screen, then pay for ``k``
     heads instead of all.

@@ -20,17 +20,37 @@ from interp.models.bridge import TransformerBridge
 from interp.core.lm import HookedModel
 from interp.interventions.ablation import AblationKind, HeadMeans, ablation_hooks, z_hook_name
 from interp.measure.batching import batched, in_input_order, pad_token_id, padded_batches
-from interp.core.heads import Head, validate_heads
+from interp.core.heads import Head, HeadsLike, validate_heads
+from interp.core.naming import model_name as name_of_model
+from interp.core.results import Tabular, heads_summary, ranked_heads, score_and_k
 from interp.prompts import EncodedPrompt
 from interp.interventions.replay import replay, run_clean
 from interp.measure.teacher_forcing import AnswerScores, teacher_forced_scores
 
 
-@dataclass(frozen=True)
-class SweepResult:
+@dataclass(frozen=True, repr=False)
+class SweepResult(Tabular):
+    """Exact scores with each swept head ablated alone, beside the clean scores.
+
+    >>> clean = AnswerScores.from_rows([(True, 1.0, -0.5, ()), (True, 1.0, -0.7, ())])
+    >>> worse = AnswerScores.from_rows([(False, 0.5, -2.0, ()), (True, 1.0, -0.8, ())])
+    >>> sweep = SweepResult([Head(0, 1), Head(1, 0)], clean, [worse, clean], model_name="demo")
+    >>> sweep
+    SweepResult(demo, n=2 prompts, 2 heads swept; clean accuracy 1.000; most harmful (log-prob change): 0.1 -0.800, 1.0 0.000)
+    >>> sweep.top_heads(1), sweep.rows()[0]["delta_accuracy"]
+    ([Head(0, 1)], -0.5)
+    """
+
     heads: list[Head]
     clean: AnswerScores
     ablated: list[AnswerScores]  # one per head, same order
+    model_name: str = ""
+
+    def __repr__(self) -> str:
+        table = self._delta_table()
+        top = heads_summary(table, self.top_heads(min(3, len(self.heads))))
+        return (f"SweepResult({self.model_name or 'no model'}, n={len(self.clean)} prompts, {len(self.heads)} heads "
+                f"swept; clean accuracy {self.clean.accuracy:.3f}; most harmful (log-prob change): {top})")
 
     def delta_logprobs(self) -> list[float]:
         """Per head (same order as ``heads``): the change of the mean answer log-prob from the clean run."""
@@ -44,10 +64,28 @@ class SweepResult:
             table[head] = delta
         return table
 
-    def rows(self, task: str, length: int, model_name: str = "") -> list[dict]:
+    def _delta_table(self) -> Float[Tensor, "layer head_index"]:
+        """``delta_logprob_table`` just large enough for the swept heads."""
+        return self.delta_logprob_table(max((h.layer for h in self.heads), default=-1) + 1,
+                                        max((h.head for h in self.heads), default=-1) + 1)
+
+    def top_heads(self, score: str | int, k: int | None = None) -> list[Head]:
+        """The ``k`` swept heads whose ablation lowers the answer log-prob most:
+        ``top_heads("delta_logprob", k)`` as on every result type, or ``top_heads(k)``."""
+        _, k = score_and_k(score, k, "delta_logprob")
+        if not 0 <= k <= len(self.heads):
+            raise ValueError(f"k={k} must be between 0 and the number of swept heads ({len(self.heads)})")
+        table = self._delta_table().nan_to_num(nan=float("inf"))  # heads not swept rank last
+        return ranked_heads(table, k, descending=False)
+
+    def rows(self, task: str | None = None, length: int | None = None, model_name: str | None = None) -> list[dict]:
+        """One row a swept head: accuracy and mean answer log-prob with the head ablated, and
+        their change from the clean run. ``task`` / ``length`` columns are added when given."""
         base_acc = self.clean.accuracy
-        return [{"model": model_name, "task": task, "length": length, "layer": head.layer, "head": head.head,
-                 "accuracy": scores.accuracy, "delta_accuracy": scores.accuracy - base_acc,
+        where = {"task": task} if task is not None else {}
+        where |= {"length": length} if length is not None else {}
+        return [{"model": self.model_name if model_name is None else model_name, **where, "layer": head.layer,
+                 "head": head.head, "accuracy": scores.accuracy, "delta_accuracy": scores.accuracy - base_acc,
                  "mean_logprob": scores.mean_logprob.mean().item(), "delta_logprob": delta}
                 for head, scores, delta in zip(self.heads, self.ablated, self.delta_logprobs())]
 
@@ -62,9 +100,9 @@ def _stacked_hook(model: HookedModel, layer: int, heads: Sequence[int], n_rows: 
     return z_hook_name(layer), hook
 
 
-def head_sweep(model: TransformerBridge, encoded: Sequence[EncodedPrompt], heads: Sequence[tuple[int, int]] | None = None,
+def head_sweep(model: TransformerBridge, encoded: Sequence[EncodedPrompt], heads: HeadsLike | None = None,
                kind: AblationKind = "zero", means: HeadMeans | None = None, batch_size: int = 8,
-               progress: bool = True, heads_per_pass: int = 1) -> SweepResult:
+               progress: bool = False, heads_per_pass: int = 1) -> SweepResult:
     """Scores of ``encoded`` prompts with each head in ``heads`` (default: all) ablated alone.
 
     ``heads_per_pass`` heads of a layer share one forward pass, stacked along the batch. On the
@@ -107,12 +145,12 @@ def head_sweep(model: TransformerBridge, encoded: Sequence[EncodedPrompt], heads
     bar.close()
     n = len(encoded)
     return SweepResult(list(heads), AnswerScores.from_rows(in_input_order(n, clean_parts)),
-                       [AnswerScores.from_rows(in_input_order(n, ablated_parts[h])) for h in heads])
+                       [AnswerScores.from_rows(in_input_order(n, ablated_parts[h])) for h in heads], name_of_model(model))
 
 
-def naive_head_sweep(model: HookedModel, encoded: Sequence[EncodedPrompt], heads: Sequence[tuple[int, int]],
+def naive_head_sweep(model: HookedModel, encoded: Sequence[EncodedPrompt], heads: HeadsLike,
                      kind: AblationKind = "zero", means: HeadMeans | None = None, batch_size: int = 8,
-                     progress: bool = True) -> SweepResult:
+                     progress: bool = False) -> SweepResult:
     """Reference implementation: one full hooked forward per head (for tests and benchmarks).
 
     >>> from interp.measure.encoding import encode_for
@@ -129,4 +167,4 @@ def naive_head_sweep(model: HookedModel, encoded: Sequence[EncodedPrompt], heads
     ablated = [teacher_forced_scores(model, encoded, batch_size, ablation_hooks(model, [h], kind, means), progress=False,
                                      every_position=True)
                for h in tqdm(heads, desc="naive sweep", disable=not progress, leave=False)]
-    return SweepResult(list(heads), clean, ablated)
+    return SweepResult(list(heads), clean, ablated, name_of_model(model))

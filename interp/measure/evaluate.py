@@ -38,7 +38,7 @@ def task_prompts(model: LanguageModel | None, task: str | TaskSpec, length: int,
 
 
 def evaluate_prompts(model: LanguageModel, prompts: Sequence[Prompt], prompt_config: PromptConfig = PromptConfig(),
-                     batch_size: int = 8, fwd_hooks: Sequence[Hook] = (), progress: bool | str = True) -> AnswerScores:
+                     batch_size: int = 8, fwd_hooks: Sequence[Hook] = (), progress: bool | str = False) -> AnswerScores:
     """Teacher-forced scores of ``prompts``, encoded as ``prompt_config`` says, with ``fwd_hooks`` active.
 
     >>> from interp.models import load_model
@@ -53,7 +53,7 @@ def evaluate_prompts(model: LanguageModel, prompts: Sequence[Prompt], prompt_con
 
 def evaluate_task(model: LanguageModel, task: str | TaskSpec, length: int, n_examples: int = 100, *, seed: int = 0,
                   prompt_config: PromptConfig = PromptConfig(), vocabulary: Sequence[str] | None = None,
-                  batch_size: int = 8, fwd_hooks: Sequence[Hook] = (), progress: bool | str = True,
+                  batch_size: int = 8, fwd_hooks: Sequence[Hook] = (), progress: bool | str = False,
                   source: ExampleSource | None = None) -> Accuracy:
     """Exact-match accuracy of ``model`` on ``n_examples`` seeded examples of ``task`` at ``length``.
 

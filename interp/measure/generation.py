@@ -46,7 +46,7 @@ def greedy_continuation(model: LanguageModel, prompt_ids: Sequence[int], max_new
 
 
 def greedy_answers(model: LanguageModel, encoded: Sequence[EncodedPrompt], slack: int = 1, fwd_hooks: Sequence[Hook] = (),
-                   progress: bool | str = True) -> list[tuple[int, ...]]:
+                   progress: bool | str = False) -> list[tuple[int, ...]]:
     """Free greedy generation after each prompt, stopped at one of its end tokens or after
     ``len(answer) + slack`` tokens (one extra token already decides whether a copy stops).
 
@@ -109,7 +109,7 @@ def _advance(model: LanguageModel, rows: Sequence[_Row], prompts: Sequence[Promp
 
 
 def generate_answers(model: LanguageModel, prompts: Sequence[Prompt], prompt_config: PromptConfig = PromptConfig(),
-                     batch_size: int = 8, fwd_hooks: Sequence[Hook] = (), progress: bool = True) -> list[str]:
+                     batch_size: int = 8, fwd_hooks: Sequence[Hook] = (), progress: bool = False) -> list[str]:
     """Greedy continuation text of each prompt, batched: each row until its answer rule's stop
     text, EOS, its budget, or a prefix that settles its score (then the text is that prefix).
 
@@ -126,7 +126,7 @@ def generate_answers(model: LanguageModel, prompts: Sequence[Prompt], prompt_con
 
 
 def generate_accuracy(model: LanguageModel, prompts: Sequence[Prompt], prompt_config: PromptConfig = PromptConfig(),
-                      batch_size: int = 8, progress: bool = True) -> tuple[float, list[bool]]:
+                      batch_size: int = 8, progress: bool = False) -> tuple[float, list[bool]]:
     """String-level exact match of greedy generations, each read by its prompt's answer rule
     (the paper's way for ``--protocol paper``; slow).
 

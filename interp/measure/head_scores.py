@@ -27,6 +27,7 @@ from interp.measure.batching import batched, pad_token_id, padded_batches
 from interp.models.bridge import TransformerBridge, act_name, run_until
 from interp.core.heads import Head
 from interp.core.naming import model_name
+from interp.core.results import Tabular, heads_summary, ranked_heads
 from interp.prompts import EncodedPrompt, Prompt, prompt_layout
 from interp.prompts.tokens import text_ids
 
@@ -125,13 +126,28 @@ def repeat_scores(pattern: Float[Tensor, "batch head_index query_pos key_pos"], 
     }
 
 
-@dataclass
-class HeadScores:
-    """Layer x head score matrices, with helpers for ranking and tables."""
+@dataclass(repr=False)
+class HeadScores(Tabular):
+    """Layer x head score matrices, with helpers for ranking and tables.
+
+    >>> scores = HeadScores({"induction": torch.tensor([[0.1, 0.9], [0.5, 0.2]])}, "demo", {"n_sequences": 4})
+    >>> scores
+    HeadScores(demo, 2 layers x 2 heads, n_sequences=4; top induction: 0.1 0.900, 1.0 0.500, 1.1 0.200)
+    >>> scores.top_heads("induction", 1), scores.to_pandas().shape
+    ([Head(0, 1)], (4, 5))
+    """
 
     scores: dict[str, Float[Tensor, "layer head_index"]]
     model_name: str = ""
     metadata: dict = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        if not self.scores:
+            return f"HeadScores({self.model_name or 'no model'}, no scores)"
+        n = f", n_sequences={self.metadata['n_sequences']}" if "n_sequences" in self.metadata else ""
+        k = min(3, self.n_layers * self.n_heads)
+        tops = "; ".join(f"top {name}: {heads_summary(m, self.top_heads(name, k))}" for name, m in self.scores.items())
+        return f"HeadScores({self.model_name or 'no model'}, {self.n_layers} layers x {self.n_heads} heads{n}; {tops})"
 
     @property
     def n_layers(self) -> int:
@@ -146,13 +162,14 @@ class HeadScores:
             raise KeyError(f"no score {name!r}; available: {sorted(self.scores)}")
         return self.scores[name]
 
-    def top_heads(self, name: str, k: int) -> list[Head]:
-        """The ``k`` heads with the highest ``name`` score, best first."""
-        flat = self[name].flatten()
-        if not 0 <= k <= flat.numel():
-            raise ValueError(f"k={k} must be between 0 and the number of heads ({flat.numel()})")
-        order = torch.argsort(flat, descending=True, stable=True)[:k]
-        return [Head(int(i) // self.n_heads, int(i) % self.n_heads) for i in order]
+    def top_heads(self, score: str | int, k: int | None = None) -> list[Head]:
+        """The ``k`` heads with the highest ``score``, best first: ``top_heads("induction", 10)``, as
+        on every result type (``top_heads(k)`` where the result holds one score)."""
+        if k is None:
+            if len(self.scores) != 1 or not isinstance(score, int):
+                raise TypeError(f"top_heads(score, k): name one of {sorted(self.scores)} and k")
+            score, k = next(iter(self.scores)), score
+        return ranked_heads(self[score], k)
 
     def ranks(self, name: str) -> Int[Tensor, "layer head_index"]:
         """1 = highest score."""
@@ -190,7 +207,7 @@ class HeadScores:
 
 def score_heads(model: TransformerBridge, tokens: Int[Tensor, "batch pos"] | None = None, *, half_length: int = 50,
                 n_sequences: int = 100, seed: int = 0, prepend_bos: bool = False, batch_size: int = 20,
-                progress: bool = True) -> HeadScores:
+                progress: bool = False) -> HeadScores:
     """Induction, anti-induction and previous-token scores of every head.
 
     Without ``tokens``, probes are drawn as the paper does (``n_sequences`` random sequences of
@@ -254,7 +271,7 @@ def answer_source_positions(tokenizer, prompt: Prompt, encoded: EncodedPrompt) -
 
 
 def task_attention_scores(model: TransformerBridge, prompts: Sequence[Prompt], encoded: Sequence[EncodedPrompt], batch_size: int = 8,
-                          progress: bool = True) -> Float[Tensor, "layer head_index"]:
+                          progress: bool = False) -> Float[Tensor, "layer head_index"]:
     """Mean attention from each output position to its answer's source position, per head.
 
     >>> from interp.measure.encoding import encode_for

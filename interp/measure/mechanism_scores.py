@@ -71,7 +71,7 @@ def reversed_scores(pattern: Float[Tensor, "batch head_index query_pos key_pos"]
 
 
 def probe_scores(model: TransformerBridge, half_length: int = 50, n_sequences: int = 100, seed: int = 0, batch_size: int = 20,
-                 prepend_bos: bool = False, progress: bool = True) -> dict[str, Float[Tensor, "layer head_index"]]:
+                 prepend_bos: bool = False, progress: bool = False) -> dict[str, Float[Tensor, "layer head_index"]]:
     """``duplicate_token`` on the paper's probe and the three ``reversed_*`` scores.
 
     >>> from interp.models import load_model
@@ -148,9 +148,9 @@ def previous_token_heads(previous_token: Float[Tensor, "layer head_index"],
     """Heads whose previous-token score is at least ``threshold``; the single best when none is.
 
     >>> previous_token_heads(torch.tensor([[0.1, 0.9], [0.5, 0.2]]), threshold=0.4)
-    [Head(layer=0, head=1), Head(layer=1, head=0)]
+    [Head(0, 1), Head(1, 0)]
     >>> previous_token_heads(torch.tensor([[0.1, 0.3], [0.2, 0.2]]), threshold=0.4)  # none reaches it: the best
-    [Head(layer=0, head=1)]
+    [Head(0, 1)]
     """
     chosen = [Head(int(l), int(h)) for l, h in (previous_token >= threshold).nonzero().tolist()]
     if chosen:
@@ -160,13 +160,13 @@ def previous_token_heads(previous_token: Float[Tensor, "layer head_index"],
 
 
 def mechanism_scores(model: TransformerBridge, paper: HeadScores, half_length: int = 50, n_sequences: int = 100, seed: int = 0,
-                     prepend_bos: bool = False, progress: bool = True) -> HeadScores:
+                     prepend_bos: bool = False, progress: bool = False) -> HeadScores:
     """``paper`` (the paper's three scores, [`interp.measure.head_scores.score_heads`][interp.measure.head_scores.score_heads]) with every score of
     `MECHANISM_SCORES` added.
 
     >>> scores = mechanism_scores(model, score_heads(model))              # doctest: +SKIP
     >>> scores.top_heads("duplicate_v_composition", 1)                    # doctest: +SKIP
-    [Head(layer=1, head=1)]
+    [Head(1, 1)]
     """
     added = probe_scores(model, half_length, n_sequences, seed, prepend_bos=prepend_bos, progress=progress)
     writers = previous_token_heads(paper["previous_token"])
@@ -180,7 +180,7 @@ def mechanism_scores(model: TransformerBridge, paper: HeadScores, half_length: i
 
 
 def all_head_scores(model: TransformerBridge, half_length: int = 50, n_sequences: int = 100, seed: int = 0, prepend_bos: bool = False,
-                    progress: bool = True) -> HeadScores:
+                    progress: bool = False) -> HeadScores:
     """The paper's three scores and the mechanism scores of every head, in one table.
 
     >>> all_head_scores(load_model("planted-ub"), n_sequences=20)["anti_induction"]  # doctest: +SKIP

@@ -20,20 +20,25 @@ from torch import Tensor
 
 from interp.measure.batching import Hook, PaddedBatch, forward_logits, in_input_order, pad_token_id, padded_batches
 from interp.core.lm import LanguageModel, context_length
+from interp.core.results import Tabular
 from interp.prompts import AnswerEnd, EncodedPrompt
 from interp.core.stats import binomial_stderr, wilson_interval
 
 ScoreRow = tuple[bool, float, float, tuple[int, ...]]  # exact match, token accuracy, mean log-prob, argmaxes
 
 
-@dataclass(frozen=True)
-class AnswerScores:
+@dataclass(frozen=True, repr=False)
+class AnswerScores(Tabular):
     """Per-prompt results. ``predictions[i]`` (kept on request) holds the argmax at each answer
     position of prompt ``i`` plus the position after the answer, where an end token is expected.
 
     >>> scores = AnswerScores.from_rows([(True, 1.0, -0.2, (5, 6)), (False, 0.5, -1.4, (5, 9))])
     >>> len(scores), scores.accuracy
     (2, 0.5)
+    >>> scores
+    AnswerScores(n=2, accuracy 0.500, mean log-prob -0.800)
+    >>> scores.rows()[1]
+    {'prompt': 1, 'correct': False, 'token_accuracy': 0.5, 'mean_logprob': -1.4}
     """
 
     correct: Bool[Tensor, " batch"]
@@ -43,6 +48,15 @@ class AnswerScores:
 
     def __len__(self) -> int:
         return len(self.correct)
+
+    def __repr__(self) -> str:
+        lp = self.mean_logprob.mean().item() if len(self) else float("nan")
+        return f"AnswerScores(n={len(self)}, accuracy {self.accuracy:.3f}, mean log-prob {lp:.3f})"
+
+    def rows(self) -> list[dict]:
+        """One row a prompt, in input order."""
+        return [{"prompt": i, "correct": bool(c), "token_accuracy": round(float(t), 6), "mean_logprob": round(float(m), 6)}
+                for i, (c, t, m) in enumerate(zip(self.correct, self.token_accuracy, self.mean_logprob))]
 
     @property
     def accuracy(self) -> float:
@@ -72,14 +86,16 @@ class AnswerScores:
                    torch.cat([part.mean_logprob for part in parts]), predictions)
 
 
-@dataclass(frozen=True)
-class Accuracy:
+@dataclass(frozen=True, repr=False)
+class Accuracy(Tabular):
     """The summary a results row reports: exact match with its binomial standard error and its
     95% Wilson interval (the one interval every accuracy in the toolkit's tables carries).
 
     >>> row = Accuracy.of_counts(3, 4).as_row()
     >>> row["accuracy"], round(row["stderr"], 3), round(row["ci_low"], 3), round(row["ci_high"], 3)
     (0.75, 0.217, 0.301, 0.954)
+    >>> Accuracy.of_counts(3, 4)
+    Accuracy(0.750 [0.301, 0.954], n=4)
     """
 
     n_examples: int
@@ -106,8 +122,15 @@ class Accuracy:
         low, high = wilson_interval(successes, n)
         return cls(n, accuracy, binomial_stderr(accuracy, n), low, high, mean_logprob, token_accuracy)
 
+    def __repr__(self) -> str:
+        return f"Accuracy({self.accuracy:.3f} [{self.ci_low:.3f}, {self.ci_high:.3f}], n={self.n_examples})"
+
     def as_row(self) -> dict:
         return asdict(self)
+
+    def rows(self) -> list[dict]:
+        """The one row this summary is (``as_row``)."""
+        return [self.as_row()]
 
 
 def answer_slice(p: EncodedPrompt) -> slice:
@@ -239,7 +262,7 @@ def check_context(model: LanguageModel, encoded: Sequence[EncodedPrompt]) -> Non
 
 
 def teacher_forced_scores(model: LanguageModel, encoded: Sequence[EncodedPrompt], batch_size: int = 8,
-                          fwd_hooks: Sequence[Hook] = (), progress: bool | str = True, keep_predictions: bool = False,
+                          fwd_hooks: Sequence[Hook] = (), progress: bool | str = False, keep_predictions: bool = False,
                           every_position: bool = False) -> AnswerScores:
     """Teacher-forced scores of ``encoded`` prompts in their order; ``fwd_hooks`` are active in
     every batch (ablations). Logits are computed at the answer positions only;

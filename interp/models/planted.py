@@ -150,7 +150,7 @@ def planted_heads(name: str) -> dict[str, Head]:
     """The heads a planted model carries, by role.
 
     >>> planted_heads("planted-ub")["backward"]
-    Head(layer=1, head=1)
+    Head(1, 1)
     """
     config = PlantedConfig.from_name(name)
     heads = {"previous_token": PREVIOUS_TOKEN_HEAD}

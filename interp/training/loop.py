@@ -128,7 +128,7 @@ class _Run:
 
 
 def train(model: torch.nn.Module, tokenizer, config: TrainConfig, run_dir: str | os.PathLike | None = None, *,
-          vocabulary: Sequence[str] | None = None, resume: bool = True, progress: bool = True,
+          vocabulary: Sequence[str] | None = None, resume: bool = True, progress: bool = False,
           on_step: Callable[[int, float], None] | None = None) -> TrainResult:
     """Train ``model`` (in place) on ``config.task``; checkpoints go to ``run_dir``.
 

@@ -285,7 +285,7 @@ GIT_ROW_SHAPE: RowShape = {"model": str, "task": str, "n_commits": int, "n_examp
 
 
 def evaluate_git(model: TransformerBridge, task: str, n_commits: int, config: GitConfig = GitConfig(), *,
-                 batch_size: int = 4, generate: bool = False, fwd_hooks: Sequence[Hook] = (), progress: bool = True,
+                 batch_size: int = 4, generate: bool = False, fwd_hooks: Sequence[Hook] = (), progress: bool = False,
                  model_name: str = "") -> GitRow:
     """A row of ``git_history.csv``: exact-match accuracy of ``model`` on ``config.n_examples``
     histories of ``n_commits`` (teacher-forced [`interp.measure.teacher_forcing.Accuracy`][interp.measure.teacher_forcing.Accuracy] columns),
@@ -318,7 +318,7 @@ def evaluate_git(model: TransformerBridge, task: str, n_commits: int, config: Gi
 
 
 def run_git(model: TransformerBridge, config: GitConfig = GitConfig(), *, batch_size: int = 4, generate: bool = False,
-            fwd_hooks: Sequence[Hook] = (), progress: bool = True, model_name: str = "",
+            fwd_hooks: Sequence[Hook] = (), progress: bool = False, model_name: str = "",
             journal: RowJournal | None = None) -> list[GitRow]:
     """Every task of ``config`` at every history length, as rows (per length, forward order first). With a
     ``journal`` each finished cell is recorded, and cells an earlier run finished are reused.

