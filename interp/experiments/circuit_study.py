@@ -187,7 +187,7 @@ def _cell(model: TransformerBridge, graph: CircuitGraph, config: CircuitStudyCon
 
 
 def circuit_study(model: TransformerBridge, config: CircuitStudyConfig = CircuitStudyConfig(), *, model_label: str = "",
-                  journal: RowJournal | None = None, progress: bool = True) -> dict[str, list[dict]]:
+                  journal: RowJournal | None = None, progress: bool = False) -> dict[str, list[dict]]:
     """Every length's tables, concatenated: ``summary``, ``curve``, ``circuit``, ``components``, ``edges``.
 
     >>> from interp.models import load_model
