@@ -295,3 +295,22 @@ def test_a_live_writers_staging_is_left_alone(tmp_path):
         assert done.wait(60) and staging.exists()  # a sound folder is used without waiting, its staging kept
     ensure_converted(folder, convert_tiny, "tiny")
     assert not staging.exists()  # the lock is free: its owner is gone
+
+
+@pytest.mark.parametrize("code", ["ENOSPC", "EROFS"])
+def test_a_full_or_read_only_cache_is_one_line(tmp_path, code):
+    import errno
+
+    from interp.models.store import CacheWriteError
+
+    folder = tmp_path / "cache" / "models" / "tiny"
+
+    def full_disk(staging):
+        (staging / "model.safetensors").write_bytes(b"half")
+        raise OSError(getattr(errno, code), "no")
+
+    with pytest.raises(CacheWriteError) as refused:
+        ensure_converted(folder, full_disk, "tiny")
+    assert len(str(refused.value).splitlines()) == 1 and "INTERP_CACHE" in str(refused.value)
+    assert isinstance(refused.value, ValueError)  # scripts print it as one error line
+    assert [p.name for p in folder.parent.iterdir()] == [".locks"]  # the half-written copy is gone

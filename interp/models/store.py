@@ -27,6 +27,7 @@ has written into them for :data:`STALE_AFTER_S` seconds.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -51,6 +52,13 @@ logger = logging.getLogger(__name__)
 
 class CachePathError(ValueError):
     """A cache path is taken by something the cache did not write (a file where a folder belongs)."""
+
+
+class CacheWriteError(ValueError):
+    """The cache's disk is full or read-only: nothing can be converted into it."""
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)
 
 
 class CacheDamaged(ValueError):
@@ -357,9 +365,12 @@ def publish_folder(target: Path, write: Callable[[Path], None], locked: bool = F
         if target.is_dir() and not target.is_symlink():  # a folder with a manifest: an older interp's
             shutil.rmtree(target)
         os.replace(link, target)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(version, ignore_errors=True)
         link.unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.errno in _FULL:
+            raise CacheWriteError(f"cannot write {target} into the cache ({os.strerror(err.errno)}): free space "
+                                  f"under {target.parent} or point INTERP_CACHE at another disk") from None
         raise
     # Only ever one of our own version folders: a link swapped in meanwhile can point anywhere.
     if previous is not None and previous != version.resolve() and is_version_folder(previous, target):
