@@ -136,7 +136,7 @@ def test_publishing_replaces_in_one_rename(tmp_path):
     with pytest.raises(RuntimeError):  # a failed write leaves the published version alone
         publish_folder(target, fail_halfway)
     assert (target / "a.txt").read_text() == "two"
-    assert {p.name for p in tmp_path.iterdir()} == {"m", target.resolve().name, ".locks"}  # nothing half-written left
+    assert {p.name for p in tmp_path.iterdir()} == {"m", target.resolve().name}  # nothing half-written left
 
 
 # --------------------------------------------------------------------------- processed weights

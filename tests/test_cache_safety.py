@@ -277,7 +277,7 @@ def test_simultaneous_first_loads_convert_once_and_leave_nothing(tmp_path):
     outputs = [child.communicate(timeout=300) for child in children]
     assert all(child.returncode == 0 and out.strip() == "loaded True" for child, (out, _) in zip(children, outputs)), outputs
     assert len(list(marks.glob("converted-*"))) == 1  # the others waited for it
-    assert {p.name for p in folder.parent.iterdir()} == {"tiny", folder.resolve().name, ".locks"}
+    assert {p.name for p in folder.parent.iterdir()} == {"tiny", folder.resolve().name}
 
 
 def test_a_live_writers_staging_is_left_alone(tmp_path):
@@ -313,4 +313,4 @@ def test_a_full_or_read_only_cache_is_one_line(tmp_path, code):
         ensure_converted(folder, full_disk, "tiny")
     assert len(str(refused.value).splitlines()) == 1 and "INTERP_CACHE" in str(refused.value)
     assert isinstance(refused.value, ValueError)  # scripts print it as one error line
-    assert [p.name for p in folder.parent.iterdir()] == [".locks"]  # the half-written copy is gone
+    assert [p.name for p in folder.parent.iterdir()] == []  # the half-written copy is gone

@@ -248,7 +248,7 @@ def test_a_killed_conversion_leaves_nothing_after_the_next_load(tmp_path, caplog
     with caplog.at_level(logging.INFO):  # its owner is gone (the lock is free): removed at once
         ensure_converted(folder, convert_tiny, "tiny")
     assert not staging.exists() and "stale leftover" in caplog.text
-    assert {p.name for p in folder.parent.iterdir()} == {"tiny", folder.resolve().name, ".locks"}
+    assert {p.name for p in folder.parent.iterdir()} == {"tiny", folder.resolve().name}
 
 
 def test_the_orphan_of_two_simultaneous_cold_loads_is_removed(tmp_path):

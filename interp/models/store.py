@@ -302,14 +302,14 @@ def remove_stale_staging(folder: Path, names: Iterable[str], min_age_s: float = 
 
 def conversion_lock(target: Path, wait: bool = True) -> TableLock:
     """The lock every writer of ``target`` holds from its staging folder's creation to its
-    publication (``models/.locks/<name>.lock``, dropped by the kernel when the writer dies): a
-    second writer waits for the first instead of converting beside it, and a free lock means
-    that no staging folder beside ``target`` belongs to a live writer.
+    publication (``models/<name>.lock``, there only while held; the kernel drops the lock when
+    its writer dies): a second writer waits for the first instead of converting beside it, and a
+    free lock means that no staging folder beside ``target`` belongs to a live writer.
 
     >>> conversion_lock(Path("/c/models/smollm2-135m")).path.as_posix()
-    '/c/models/.locks/smollm2-135m.lock'
+    '/c/models/smollm2-135m.lock'
     """
-    return TableLock(Path(target).parent / ".locks" / Path(target).name, wait=wait)
+    return TableLock(Path(target), wait=wait)
 
 
 def clear_leftovers(target: Path) -> list[Path]:
