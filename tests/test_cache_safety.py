@@ -240,3 +240,77 @@ def test_the_verify_command_hashes_every_file(own_tiny, capsys):
     assert main(["verify"]) == 1
     out = capsys.readouterr().out
     assert "tiny-llama: DAMAGED" in out and "model.safetensors" in out and "checksum mismatch" in out
+
+
+# --------------------------------------------------------------------------- simultaneous loads, live and dead writers
+
+SIMULTANEOUS = """
+import os, sys, time
+from pathlib import Path
+from interp.models import tiny_hf_model
+from interp.models.converted import ensure_converted
+folder, marks, n = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+def convert(staging):
+    (marks / f"converted-{os.getpid()}").touch()
+    time.sleep(1.0)
+    model, tokenizer = tiny_hf_model("tiny-llama")
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+(marks / f"ready-{os.getpid()}").touch()
+while len(list(marks.glob("ready-*"))) < n:  # start together
+    time.sleep(0.05)
+ensure_converted(folder, convert, "tiny")
+print("loaded", (folder / "config.json").exists())
+"""
+
+
+def test_simultaneous_first_loads_convert_once_and_leave_nothing(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    folder, marks, n = tmp_path / "cache" / "models" / "tiny", tmp_path / "marks", 2
+    marks.mkdir()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    children = [subprocess.Popen([sys.executable, "-c", SIMULTANEOUS, str(folder), str(marks), str(n)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(n)]
+    outputs = [child.communicate(timeout=300) for child in children]
+    assert all(child.returncode == 0 and out.strip() == "loaded True" for child, (out, _) in zip(children, outputs)), outputs
+    assert len(list(marks.glob("converted-*"))) == 1  # the others waited for it
+    assert {p.name for p in folder.parent.iterdir()} == {"tiny", folder.resolve().name}
+
+
+def test_a_live_writers_staging_is_left_alone(tmp_path):
+    from interp.models.store import conversion_lock
+
+    folder = tmp_path / "cache" / "models" / "tiny"
+    publish_folder(folder, convert_tiny)
+    staging = folder.parent / ".tiny.locked-live"
+    staging.mkdir()
+    with conversion_lock(folder):  # a writer converting again (as another process would hold it)
+        import threading
+
+        done = threading.Event()
+        threading.Thread(target=lambda: (ensure_converted(folder, convert_tiny, "tiny"), done.set())).start()
+        assert done.wait(60) and staging.exists()  # a sound folder is used without waiting, its staging kept
+    ensure_converted(folder, convert_tiny, "tiny")
+    assert not staging.exists()  # the lock is free: its owner is gone
+
+
+@pytest.mark.parametrize("code", ["ENOSPC", "EROFS"])
+def test_a_full_or_read_only_cache_is_one_line(tmp_path, code):
+    import errno
+
+    from interp.models.store import CacheWriteError
+
+    folder = tmp_path / "cache" / "models" / "tiny"
+
+    def full_disk(staging):
+        (staging / "model.safetensors").write_bytes(b"half")
+        raise OSError(getattr(errno, code), "no")
+
+    with pytest.raises(CacheWriteError) as refused:
+        ensure_converted(folder, full_disk, "tiny")
+    assert len(str(refused.value).splitlines()) == 1 and "INTERP_CACHE" in str(refused.value)
+    assert isinstance(refused.value, ValueError)  # scripts print it as one error line
+    assert [p.name for p in folder.parent.iterdir()] == []  # the half-written copy is gone

@@ -97,7 +97,8 @@ def verify_cache(models: Path | None = None) -> int:
     from interp.models.store import CacheDamaged, CachePathError, cache_dir, check_cache_entry, read_manifest, verify
 
     models = cache_dir() / "models" if models is None else Path(models)
-    folders = sorted(p for p in models.glob("*") if not p.name.startswith(".")) if models.is_dir() else []
+    folders = sorted(p for p in models.glob("*") if not p.name.startswith(".") and p.suffix != ".lock") \
+        if models.is_dir() else []  # a lock file is there while a conversion runs
     if not folders:
         print(f"no model in the cache ({models})")
         return 0

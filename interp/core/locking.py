@@ -49,8 +49,8 @@ class TableLock:
     ...     pass  # compute and write the table; a second run on the same stem is refused meanwhile
     """
 
-    def __init__(self, stem: str | Path):
-        self.stem = Path(stem)
+    def __init__(self, stem: str | Path, wait: bool = False):
+        self.stem, self.wait = Path(stem), wait  # wait: block until the holder is done, instead of refusing
         self.path = stem_file(self.stem, "lock")
         self._fd: int | None = None
 
@@ -68,9 +68,13 @@ class TableLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 holder = _holder_text(fd)
-                os.close(fd)
-                raise TableInUseError(f"{self.stem} is being written by {holder}; wait for it to finish "
-                                      f"or write elsewhere with --out") from None
+                if self.wait:
+                    logger.info("%s: waiting for %s to finish", self.stem, holder)
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                else:
+                    os.close(fd)
+                    raise TableInUseError(f"{self.stem} is being written by {holder}; wait for it to finish "
+                                          f"or write elsewhere with --out") from None
             # A holder that finished unlinks the file after we opened it: then we hold a lock on a
             # file nobody else will see, and must lock the new one instead.
             try:

@@ -16,8 +16,8 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from interp.models.folder import ModelFolderError, first_non_finite, load_tokenizer, load_weights
-from interp.models.store import (CacheDamaged, check_cache_entry, publish_folder, read_manifest, remove_stale_staging,
-                                 verify)
+from interp.models.store import (CacheDamaged, CachePathError, check_cache_entry, clear_leftovers, conversion_lock,
+                                 publish_folder, read_manifest, verify)
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +49,12 @@ def convert_again(folder: Path, convert: Convert, what: str, reason: str) -> Pat
 
     >>> convert_again(folder, convert_embedded, "smollm2-135m", "checksum mismatch")  # doctest: +SKIP
     """
-    logger.warning("%s: the converted model in %s is unusable (%s); converting it again", what, folder, reason)
-    return publish_folder(folder, convert)
+    before = folder.resolve()
+    with conversion_lock(folder):
+        if folder.resolve() != before and _sound(folder):  # converted by another process while we waited
+            return folder
+        logger.warning("%s: the converted model in %s is unusable (%s); converting it again", what, folder, reason)
+        return publish_folder(folder, convert, locked=True)
 
 
 def ensure_converted(folder: Path, convert: Convert, what: str) -> Path:
@@ -61,15 +65,27 @@ def ensure_converted(folder: Path, convert: Convert, what: str) -> Path:
     """
     folder = Path(folder)
     check_cache_entry(folder)
-    remove_stale_staging(folder.parent, [folder.name], keep=folder if folder.exists() else None)
+    clear_leftovers(folder)
     if not folder.exists():
-        logger.info("first load of %s: converting it into %s", what, folder)
-        return publish_folder(folder, convert)
+        with conversion_lock(folder):  # simultaneous first loads: one converts, the others wait for it
+            if folder.exists() and _sound(folder):
+                return folder
+            logger.info("first load of %s: converting it into %s", what, folder)
+            return publish_folder(folder, convert, locked=True)
     try:
         verify_converted(folder)
     except CacheDamaged as err:
         return convert_again(folder, convert, what, str(err))
     return folder
+
+
+def _sound(folder: Path) -> bool:
+    try:
+        check_cache_entry(folder)
+        verify_converted(folder)
+        return True
+    except (CacheDamaged, CachePathError):
+        return False
 
 
 def _load(folder: Path, dtype: torch.dtype) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

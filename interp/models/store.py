@@ -27,6 +27,7 @@ has written into them for `STALE_AFTER_S` seconds.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -37,18 +38,27 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from interp.core.locking import TableInUseError, TableLock
 from interp.core.tables import atomic_write_text
 
 MANIFEST = "manifest.json"
 _CHUNK = 1 << 22
 ALWAYS_HASHED_BYTES = 64 << 20  # config and tokenizer files: hashing them costs milliseconds
 STALE_AFTER_S = 600.0  # a writer that is alive touches its staging files far more often than this
+LOCKED_MARK = "locked-"  # in the names of what a writer holding the conversion lock makes
 
 logger = logging.getLogger(__name__)
 
 
 class CachePathError(ValueError):
     """A cache path is taken by something the cache did not write (a file where a folder belongs)."""
+
+
+class CacheWriteError(ValueError):
+    """The cache's disk is full or read-only: nothing can be converted into it."""
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)
 
 
 class CacheDamaged(ValueError):
@@ -259,10 +269,12 @@ def _newest_change(path: Path) -> float:
 
 
 def remove_stale_staging(folder: Path, names: Iterable[str], min_age_s: float = STALE_AFTER_S,
-                         keep: Path | None = None) -> list[Path]:
+                         keep: Path | None = None, owner_gone: bool = False) -> list[Path]:
     """Remove what killed writers left beside ``names`` in ``folder`` (``.<name>.<random>``:
     staging folders, temporary files, links), once untouched for ``min_age_s``; ``keep`` (the
-    version folder a link points to) is never removed. Returns what was removed.
+    version folder a link points to) is never removed. With ``owner_gone`` (the caller holds the
+    :func:`conversion_lock`) what a locking writer made (``.<name>.locked-*``) goes at once.
+    Returns what was removed.
 
     >>> remove_stale_staging(Path("/nonexistent"), ["model"])
     []
@@ -272,7 +284,8 @@ def remove_stale_staging(folder: Path, names: Iterable[str], min_age_s: float = 
     for name in names:
         for stale in Path(folder).glob(f".{name}.*"):
             try:
-                if (keep is not None and stale.resolve() == keep) or now - _newest_change(stale) < min_age_s:
+                age_needed = 0.0 if owner_gone and LOCKED_MARK in stale.name else min_age_s
+                if (keep is not None and stale.resolve() == keep) or now - _newest_change(stale) < age_needed:
                     continue
                 if stale.is_dir() and not stale.is_symlink():
                     shutil.rmtree(stale)
@@ -287,9 +300,45 @@ def remove_stale_staging(folder: Path, names: Iterable[str], min_age_s: float = 
     return removed
 
 
-def publish_folder(target: Path, write: Callable[[Path], None]) -> Path:
+def conversion_lock(target: Path, wait: bool = True) -> TableLock:
+    """The lock every writer of ``target`` holds from its staging folder's creation to its
+    publication (``models/<name>.lock``, there only while held; the kernel drops the lock when
+    its writer dies): a second writer waits for the first instead of converting beside it, and a
+    free lock means that no staging folder beside ``target`` belongs to a live writer.
+
+    >>> conversion_lock(Path("/c/models/smollm2-135m")).path.as_posix()
+    '/c/models/smollm2-135m.lock'
+    """
+    return TableLock(Path(target), wait=wait)
+
+
+def clear_leftovers(target: Path) -> list[Path]:
+    """Remove the leftovers beside ``target`` (staging folders, orphaned versions, temporary links)
+    at once when no writer holds its :func:`conversion_lock` (what a writer that takes no lock,
+    an older interp, left waits for :data:`STALE_AFTER_S` of quiet). Returns what went.
+
+    >>> clear_leftovers(Path("/nonexistent/models/m"))
+    []
+    """
+    target = Path(target)
+    if not target.parent.is_dir():
+        return []
+    lock = conversion_lock(target, wait=False)
+    try:
+        lock.acquire()
+    except (TableInUseError, OSError):  # a live conversion, or a cache we may not write: leave it
+        return []
+    try:
+        return remove_stale_staging(target.parent, [target.name], keep=target if target.exists() else None,
+                                    owner_gone=True)
+    finally:
+        lock.release()
+
+
+def publish_folder(target: Path, write: Callable[[Path], None], locked: bool = False) -> Path:
     """Fill a fresh version folder with ``write(folder)``, record every file in its manifest,
-    then point the link ``target`` at it in one rename. Returns ``target``.
+    then point the link ``target`` at it in one rename, holding :func:`conversion_lock` (taken
+    here unless ``locked``: the caller holds it). Returns ``target``.
 
     >>> import tempfile
     >>> target = publish_folder(Path(tempfile.mkdtemp()) / "model", lambda folder: (folder / "a.txt").write_text("x"))
@@ -298,9 +347,13 @@ def publish_folder(target: Path, write: Callable[[Path], None]) -> Path:
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    if not locked:
+        with conversion_lock(target):
+            return publish_folder(target, write, locked=True)
     check_cache_entry(target)
-    remove_stale_staging(target.parent, [target.name], keep=target if target.exists() else None)
-    version = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    # We hold the lock: what other locking writers left is a dead writer's.
+    remove_stale_staging(target.parent, [target.name], keep=target if target.exists() else None, owner_gone=True)
+    version = Path(tempfile.mkdtemp(prefix=f".{target.name}.{LOCKED_MARK}", dir=target.parent))
     link = target.parent / f".{target.name}.link-{version.name.rsplit('.', 1)[-1]}"
     previous = target.resolve() if target.is_symlink() else None
     try:
@@ -312,9 +365,12 @@ def publish_folder(target: Path, write: Callable[[Path], None]) -> Path:
         if target.is_dir() and not target.is_symlink():  # a folder with a manifest: an older interp's
             shutil.rmtree(target)
         os.replace(link, target)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(version, ignore_errors=True)
         link.unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.errno in _FULL:
+            raise CacheWriteError(f"cannot write {target} into the cache ({os.strerror(err.errno)}): free space "
+                                  f"under {target.parent} or point INTERP_CACHE at another disk") from None
         raise
     # Only ever one of our own version folders: a link swapped in meanwhile can point anywhere.
     if previous is not None and previous != version.resolve() and is_version_folder(previous, target):
