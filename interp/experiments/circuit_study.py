@@ -3,8 +3,10 @@ exactly, select circuits over edge budgets, measure their faithfulness and accur
 planted models) recover the planted circuit. One journaled cell per copy length, so a long run resumes.
 
 Tables (names from :func:`interp.core.naming.result_stem`):
-``circuit_edges_<model>_<task>`` every position-resolved edge with its roles and scores;
-``circuit_components_<model>_<task>`` every component-level edge (all positions at once), scores and exact effect;
+``circuit_edges_<model>_<task>`` every position-resolved edge with its roles and scores (at most
+``MAX_EDGE_ROWS``, the largest by any score, where a model has more);
+``circuit_components_<model>_<task>`` every component-level edge (all positions at once), scores and exact effect
+(also at most ``MAX_EDGE_ROWS``);
 ``circuit_curve_<model>_<task>`` the faithfulness curve; ``circuit_<model>_<task>`` the circuit chosen
 (the smallest budget recovering ``target`` of the gap) and ``circuit_summary_<model>_<task>`` one row per length.
 """
@@ -31,6 +33,7 @@ from interp.models.bridge import TransformerBridge
 from interp.models.planted import is_planted
 
 EXACT_SCOPES: tuple[str, ...] = ("none", "components", "positions")
+MAX_EDGE_ROWS = 20_000  # rows of the position-resolved edge table
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,9 @@ def _position_edges(scores: dict[str, torch.Tensor], exact: torch.Tensor | None,
                     meta: dict) -> list[dict]:
     valid = graph.valid.expand(task.clean.shape[1], -1, -1)
     edges = GraphEdges.from_mask(valid)
+    if len(edges) > MAX_EDGE_ROWS:  # a pretrained model has millions: keep the largest by any score
+        size = torch.stack([s[edges.pos, edges.reader, edges.writer].abs() for s in scores.values()]).amax(0)
+        edges = edges[size.argsort(descending=True)[:MAX_EDGE_ROWS].sort().values]
     rows = []
     for i, (p, r, w) in enumerate(zip(edges.pos.tolist(), edges.reader.tolist(), edges.writer.tolist())):
         row = meta | {"pos": p, "role": task.roles[p], "reader": graph.readers[r].label, "writer": graph.writers[w].label}
@@ -149,7 +155,12 @@ def _cell(model: TransformerBridge, graph: CircuitGraph, config: CircuitStudyCon
                                passes=passes, **common)
     circuit_rows, circuit_size = _circuit_rows(curve, primary, exact_positions, graph, task, meta, config.target)
     component_rows = []
-    for i, (r, w) in enumerate(zip(components.reader.tolist(), components.writer.tolist())):
+    kept = torch.arange(len(components))
+    if len(components) > MAX_EDGE_ROWS:  # the largest by any score
+        size = torch.stack([s.sum(0)[components.reader, components.writer].abs() for s in scores.values()]).amax(0)
+        kept = size.argsort(descending=True)[:MAX_EDGE_ROWS].sort().values
+    for i in kept.tolist():
+        r, w = int(components.reader[i]), int(components.writer[i])
         row = meta | {"reader": graph.readers[r].label, "writer": graph.writers[w].label}
         row |= {name.replace("-", "_"): float(s.sum(0)[r, w]) for name, s in scores.items()}
         row["exact_component"] = float(exact_components[i]) if exact_components is not None else None
