@@ -1,6 +1,6 @@
 """``python -m interp.cli.publish [--build build/results] [--results results]``: the command behind
 ``make publish``. Copies each finished table of a run into the published results folder, all its
-files or none (:func:`interp.core.publish.publish_tables`); a table it refuses is named with why,
+files or none (`interp.core.publish.publish_tables`); a table it refuses is named with why,
 and the exit code is 2 when any was refused.
 """
 

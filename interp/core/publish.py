@@ -4,7 +4,7 @@ A table is its files of one stem (``ablation_smollm2-135m.csv``, ``.json``, ``.m
 published whole or not at all: a table without its CSV or its Markdown in the build folder is
 refused and the published one left as it was, and a published file the new table no longer has
 (an old ``.json``) is removed, so the results folder never mixes two runs of one table. A table
-that a reader of its kind refuses (:func:`interp.core.published.read_published`) is not published.
+that a reader of its kind refuses (`interp.core.published.read_published`) is not published.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A table read back (to decide the paper's claims, to draw a figure) is data that may have been
 damaged or tampered with since it was written: a row appended twice doubles n and narrows an
 interval, an accuracy of 7.5 or a score of ``inf`` becomes a confident verdict, a model name
-``=cmd|...`` becomes a spreadsheet formula in the next table. :func:`read_published` refuses all
+``=cmd|...`` becomes a spreadsheet formula in the next table. `read_published` refuses all
 of these with one line naming the file and the row, so nothing downstream decides on them.
 """
 
@@ -152,7 +152,7 @@ SCHEMAS: dict[str, Schema] = {
 
 def read_published(path: str | Path, kind: str | None = None) -> list[dict]:
     """The rows of a published table of ``kind`` (by default the kind its file name says), each
-    cell checked against the kind's :class:`Schema`; a damaged table is refused with one
+    cell checked against the kind's `Schema`; a damaged table is refused with one
     ``ValueError`` naming the file and the line.
 
     >>> import tempfile

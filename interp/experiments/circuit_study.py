@@ -2,7 +2,7 @@
 exactly, select circuits over edge budgets, measure their faithfulness and accuracy, and (for
 planted models) recover the planted circuit. One journaled cell per copy length, so a long run resumes.
 
-Tables (names from :func:`interp.core.naming.result_stem`):
+Tables (names from `interp.core.naming.result_stem`):
 ``circuit_edges_<model>_<task>`` every position-resolved edge with its roles and scores (at most
 ``MAX_EDGE_ROWS``, the largest by any score, where a model has more);
 ``circuit_components_<model>_<task>`` every component-level edge (all positions at once), scores and exact effect

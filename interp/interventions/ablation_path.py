@@ -88,7 +88,7 @@ MIN_ALPHA = 1e-3
 
 def path_points(alphas: Sequence[float]) -> list[float]:
     """The points of a path as measured: sorted, each once, ending at 1 (the full ablation, which
-    :meth:`AblationPath.linear_share` compares with).
+    `AblationPath.linear_share` compares with).
 
     >>> path_points([1.0, 0.5, 0.5]), path_points([0.25])
     ([0.5, 1.0], [0.25, 1.0])
@@ -137,7 +137,7 @@ def ablation_path(model: TransformerBridge, encoded: Sequence[EncodedPrompt], he
                   kind: AblationKind = "zero", means: HeadMeans | None = None, frozen_patterns: bool = False,
                   batch_size: int = 8) -> AblationPath:
     """The exact change of the mean answer log-prob when ``head`` alone moves ``alpha`` of the
-    way to its ablation, for each of ``alphas`` (sorted, with 1 added: :func:`path_points`); at
+    way to its ablation, for each of ``alphas`` (sorted, with 1 added: `path_points`); at
     ``alpha = 1`` it is ``head_sweep``'s number.
 
     Examples:

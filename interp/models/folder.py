@@ -34,7 +34,7 @@ def _names(keys) -> str:
 
 def read_config(folder: Path) -> dict:
     """The folder's ``config.json`` as a dict (a multimodal one's ``text_config`` kept inside),
-    its dimensions checked; :class:`ModelFolderError` naming the file otherwise.
+    its dimensions checked; `ModelFolderError` naming the file otherwise.
 
     >>> import tempfile
     >>> folder = Path(tempfile.mkdtemp())

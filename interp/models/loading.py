@@ -53,7 +53,7 @@ def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32, device_
                   allow_large: bool = False) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The plain Hugging Face model and tokenizer behind ``name_or_path`` (no bridge); a folder
     whose config describes weights larger than this machine's memory is refused unless
-    ``allow_large`` (:func:`interp.models.folder.check_fits_memory`).
+    ``allow_large`` (`interp.models.folder.check_fits_memory`).
 
     >>> model, tokenizer = load_hf_model("tiny-gpt2")
     >>> model.config.n_layer

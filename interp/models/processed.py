@@ -5,7 +5,7 @@ Processing clones every tensor, several seconds on a CPU, while the result depen
 raw weights, the dtype, the device type and the TransformerLens version; so it is stored once
 per combination and installed on later loads. The file is only a speed-up: one that differs
 from what was written (its SHA-256 is compared whenever its stat differs from the record, see
-:func:`interp.models.store.verify`: flipped bytes under a restored modification time still
+`interp.models.store.verify`: flipped bytes under a restored modification time still
 change the file's ``ctime``) is rebuilt from the raw weights, which are first checked in full
 so that damaged raw weights never get a fresh checksum; one that cannot be written is skipped
 with a warning.

@@ -273,7 +273,7 @@ def remove_stale_staging(folder: Path, names: Iterable[str], min_age_s: float = 
     """Remove what killed writers left beside ``names`` in ``folder`` (``.<name>.<random>``:
     staging folders, temporary files, links), once untouched for ``min_age_s``; ``keep`` (the
     version folder a link points to) is never removed. With ``owner_gone`` (the caller holds the
-    :func:`conversion_lock`) what a locking writer made (``.<name>.locked-*``) goes at once.
+    `conversion_lock`) what a locking writer made (``.<name>.locked-*``) goes at once.
     Returns what was removed.
 
     >>> remove_stale_staging(Path("/nonexistent"), ["model"])
@@ -314,8 +314,8 @@ def conversion_lock(target: Path, wait: bool = True) -> TableLock:
 
 def clear_leftovers(target: Path) -> list[Path]:
     """Remove the leftovers beside ``target`` (staging folders, orphaned versions, temporary links)
-    at once when no writer holds its :func:`conversion_lock` (what a writer that takes no lock,
-    an older interp, left waits for :data:`STALE_AFTER_S` of quiet). Returns what went.
+    at once when no writer holds its `conversion_lock` (what a writer that takes no lock,
+    an older interp, left waits for `STALE_AFTER_S` of quiet). Returns what went.
 
     >>> clear_leftovers(Path("/nonexistent/models/m"))
     []
@@ -337,7 +337,7 @@ def clear_leftovers(target: Path) -> list[Path]:
 
 def publish_folder(target: Path, write: Callable[[Path], None], locked: bool = False) -> Path:
     """Fill a fresh version folder with ``write(folder)``, record every file in its manifest,
-    then point the link ``target`` at it in one rename, holding :func:`conversion_lock` (taken
+    then point the link ``target`` at it in one rename, holding `conversion_lock` (taken
     here unless ``locked``: the caller holds it). Returns ``target``.
 
     >>> import tempfile

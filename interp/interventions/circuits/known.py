@@ -1,4 +1,4 @@
-"""The circuits planted by hand in :mod:`interp.models.planted`, as component-level edges (reader
+"""The circuits planted by hand in `interp.models.planted`, as component-level edges (reader
 label, writer label), the positive controls that discovery must recover. Only the edges that carry
 the answer's token: with a corrupt counterfactual (same positions, other letters) the position
 edges that place each head's attention do not change and so cannot be found by any score."""

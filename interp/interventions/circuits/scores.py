@@ -6,7 +6,7 @@ metric(clean)``, so an edge the task needs scores negative. EAP is ``(a'_w - a_w
 the clean run; EAP-IG averages that gradient over the inputs ``e' + (k / m) (e - e')``, ``k = 1 .. m``
 (token embeddings interpolated from the counterfactual's to the clean ones), so ``m = 1`` is EAP.
 TransformerLens' ``attribution_patch(model, clean=A, corrupt=B)`` (denoising: gradient at the corrupt
-run, toward clean) equals :func:`edge_scores` with ``clean=B, counterfactual=A``.
+run, toward clean) equals `edge_scores` with ``clean=B, counterfactual=A``.
 """
 
 from __future__ import annotations

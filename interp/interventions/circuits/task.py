@@ -71,7 +71,7 @@ class CircuitTask:
         return value.mean(-1)
 
     def correct(self, logits: Float[Tensor, "row pos vocab"]) -> Bool[Tensor, " row"]:
-        """Whether every answer token is the argmax, per row (groups as in :meth:`metric`)."""
+        """Whether every answer token is the argmax, per row (groups as in `metric`)."""
         groups = logits.shape[0] // self.targets.shape[0]
         targets = self.targets.repeat(groups, 1).to(logits.device)
         return (logits[:, self.positions.to(logits.device)].argmax(-1) == targets).all(-1)
@@ -79,7 +79,7 @@ class CircuitTask:
 
 def copying_task(tokenizer, task: str, length: int, n: int, *, seed: int = 0, fmt: str = "single-shot",
                  n_shots: int = 1, prepend_bos: bool = False, metric_kind: str = "logit_diff") -> CircuitTask:
-    """UF / UB prompts of :mod:`interp.interventions.edges.data` with a corrupt twin: the same layout,
+    """UF / UB prompts of `interp.interventions.edges.data` with a corrupt twin: the same layout,
     other letters (seed ``seed + CORRUPT_SEED_OFFSET``).
 
     >>> from interp.models import tiny_tokenizer
