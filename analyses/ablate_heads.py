@@ -5,7 +5,8 @@ Writes <out>/head_scores_<model>.*, <out>/ablation_<model>.* and <out>/ablation_
 (--out: by default the git-ignored build/results; `make publish` copies tables into results/; with an adapter the model reads `smollm2-135m+ub`). `--anti-heads-by SCORE` (or `--induction-heads-by`)
 picks a set by another head score (interp.measure.mechanism_scores), e.g. duplicate_v_composition; the
 files then end in `_anti-by-SCORE`. A killed run started again with the same arguments
-resumes: finished head scores and finished ablation cells are reused.
+resumes: finished head scores and finished ablation cells are reused. `--executor ray --workers N`
+spreads the cells over N Ray actors (docs/guide/cluster.md); the tables are the same.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from interp.cli import (Namespace, Parser, add_model_args, add_output_args, add_
                         input_error_argument, load_model_from_args, name_list, positive_int, positive_int_list,
                         prompt_config_from_args, result_stem_from_args, run, say, seed, seed_list, shape_before_loading,
                         source_from_args, task_list)
+from interp.cli.args import add_executor_args, executor_from_args, model_source_from_args
 from interp.core.journal import RowJournal
 from interp.core.locking import TableLock
 from interp.core.tables import to_markdown, write_table
@@ -32,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     add_output_args(parser)
     add_prompt_args(parser)
     add_source_args(parser)
+    add_executor_args(parser)
     parser.add_argument("--tasks", type=task_list, default=["UF", "UB", "UR", "UL"], help="comma-separated tasks (default: UF,UB,UR,UL)")
     parser.add_argument("--lengths", type=positive_int_list, default=None,
                         help="task lengths (default: 10; with --data: every length the files hold for all tasks)")
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     scores_stem = result_stem_from_args(args, "head_scores")
     run_config = {"config": config.as_dict(), "model": args.model, "adapter": args.adapter, "dtype": args.dtype,
                   "score_sequences": args.score_sequences, "scoring": "teacher-forced exact match (interp.measure.teacher_forcing)"}
-    with TableLock(stem) as lock:  # before the model loads: a second run on this table is refused at once
+    with TableLock(stem) as lock, executor_from_args(parser, args) as executor:  # refused at once, before the model loads
         model = load_model_from_args(args)
         try:
             check_ablation_inputs(model, config)
@@ -78,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         journal = RowJournal(stem, run_config, ABLATION_ROW_SHAPE, lock=lock)
         if journal.done():
             say(f"resuming: {len(journal.done())} finished cells in {journal.path}")
-        rows = ablation_study(model, scores, config, progress=progress, log=say, journal=journal)
+        rows = ablation_study(model, scores, config, progress=progress, log=say, journal=journal, executor=executor,
+                              model_source=model_source_from_args(args))
         summary = ablation_summary(rows)
         written = write_table(summary, result_stem_from_args(args, "ablation_summary", chosen), metadata=run_config)
         written = journal.finish(rows, ABLATION_COLUMNS, metadata=run_config) + written

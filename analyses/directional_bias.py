@@ -3,7 +3,7 @@ pairs (UR vs UL, UF vs UB, ...) side by side.
 
 Writes <out>/directional_bias_<model>.* and <out>/directional_pairs_<model>.* (--out: build/results by default; with an adapter
 the model reads `smollm2-135m+ub`). A killed run started again with the same arguments resumes from the
-finished cells.
+finished cells. `--executor ray --workers N` spreads the cells over N Ray actors (docs/guide/cluster.md).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import sys
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         input_error_argument, load_model_from_args, positive_int, positive_int_list,
                         prompt_config_from_args, result_stem_from_args, run, say, seed, source_from_args, task_list)
+from interp.cli.args import add_executor_args, executor_from_args, model_source_from_args
 from interp.core.journal import RowJournal
 from interp.core.locking import TableLock
 from interp.core.tables import to_markdown, write_table
@@ -27,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     add_output_args(parser)
     add_prompt_args(parser)
     add_source_args(parser)
+    add_executor_args(parser)
     parser.add_argument("--tasks", type=task_list, default="all", help="comma-separated tasks or 'all' (default)")
     parser.add_argument("--lengths", type=positive_int_list, default=None,
                         help="lengths (default: 10,20,50,100; unique copying past the vocabulary is reported as n/a; "
@@ -51,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     run_config = {"model": args.model, "adapter": args.adapter, "dtype": args.dtype, "tasks": args.tasks,
                   "lengths": lengths, "n": args.n, "seed": args.seed, "prompt_config": config,
                   "every_template": every_template, "source": source.describe()}
-    with TableLock(stem) as lock:  # before the model loads: a second run on this table is refused at once
+    with TableLock(stem) as lock, executor_from_args(parser, args) as executor:  # refused at once, before the model loads
         model = load_model_from_args(args)
         try:
             check_directional_inputs(model, tasks, lengths, args.n, args.seed, config, source=source,
@@ -61,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         journal = RowJournal(stem, run_config, DIRECTIONAL_ROW_SHAPE, lock=lock)
         rows = directional_bias(model, tasks, lengths, args.n, args.seed, config, batch_size=args.batch_size,
                                 progress=not args.quiet, log=say, journal=journal, source=source,
-                                every_template=every_template)
+                                every_template=every_template, executor=executor,
+                                model_source=model_source_from_args(args))
         pairs = pair_table(rows)
         write_table(pairs, result_stem_from_args(args, "directional_pairs"), metadata=journal.config)
         if every_template:

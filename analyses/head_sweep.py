@@ -15,6 +15,8 @@ later layer's attention patterns frozen. A straight line means a first-order est
 trusted for that head; a flat start and a cliff near 1 means no gradient at the clean run sees it.
 Printed, not written.
 
+`--executor ray --workers N` splits the exact sweep's layers over N Ray actors (docs/guide/cluster.md).
+
 Writes <out>/head_sweep_<model>.* (exact) or <out>/head_screen_<model>.* (attribution); with an
 adapter the model reads `smollm2-135m+ub`.
 """
@@ -31,6 +33,7 @@ from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args
                         fraction_list, heads_before_loading, load_model_from_args, positive_int, prompt_config_from_args,
                         result_stem_from_args, run, seed,
                         source_from_args, task_name)
+from interp.cli.args import add_executor_args, executor_from_args, model_source_from_args
 from interp.data.paper_files import Generated, PaperData
 from interp.measure.encoding import encode_for
 from interp.measure.evaluate import task_prompts
@@ -51,6 +54,7 @@ def build_parser() -> Parser:
     add_output_args(parser)
     add_prompt_args(parser)
     add_source_args(parser)
+    add_executor_args(parser)
     parser.add_argument("--task", default="UF", type=task_name, help=f"one of {', '.join(TASK_NAMES)}")
     parser.add_argument("--length", type=positive_int, default=None,
                         help="task length (default: 10; with --data: the first length the files hold)")
@@ -129,16 +133,19 @@ def main(argv: list[str] | None = None) -> int:
     elif args.method == "path":
         path_heads(model, encoded, heads, means, args)
     else:
-        sweep_heads(model, encoded, spec.name, length, heads, means, args)
+        with executor_from_args(parser, args) as executor:
+            sweep_heads(model, encoded, spec.name, length, heads, means, args, executor)
     return 0
 
 
-def sweep_heads(model: TransformerBridge, encoded, task: str, length: int, heads, means, args) -> None:
+def sweep_heads(model: TransformerBridge, encoded, task: str, length: int, heads, means, args, executor) -> None:
     """The exact sweep (one ablated pass per head), written as a table, with the worst heads printed."""
     result = head_sweep(model, encoded, heads, kind=args.kind, means=means, batch_size=args.batch_size,
-                        progress=not args.quiet)
+                        progress=not args.quiet, executor=executor, model_source=model_source_from_args(args))
     rows = result.rows(task, length, model_name(model))
-    write_table(rows, result_stem_from_args(args, "head_sweep"), metadata={"args": vars(args)})
+    # where the cells ran is not part of the result: the same table whatever the executor
+    study_args = {k: v for k, v in vars(args).items() if k not in ("executor", "workers", "ray_address", "gpus_per_worker")}
+    write_table(rows, result_stem_from_args(args, "head_sweep"), metadata={"args": study_args})
     worst = sorted(rows, key=lambda r: r["delta_logprob"])[:10]
     print(f"clean accuracy {result.clean.accuracy:.3f}; heads whose ablation hurts {task} most (log-prob):")
     for r in worst:

@@ -14,7 +14,7 @@ edges patched alone, all heads) runs on the first --sweep-n prompts at the longe
 BOS when the model's own tokenizer adds one (--bos overrides; the paper's code adds the tokenizer's BOS whenever
 it has one). Writes <out>/edge_patching_<model>.{csv,json,md} and the sweep's edge_patching_layers_<model>.*
 (the model's name carries its adapter, e.g. smollm2-135m+ub; single-shot runs end in _single-shot). A killed run started again with the same arguments
-resumes from its finished cells. Accuracy carries its binomial s.e. and Wilson 95% interval; the copy's mean
+resumes from its finished cells; `--executor ray --workers N` spreads the cells over N Ray actors. Accuracy carries its binomial s.e. and Wilson 95% interval; the copy's mean
 log-prob (the negative of the paper's loss) its mean ± s.e. Tables written with the earlier columns (n, loss,
 accuracy_lo/hi) are rewritten by ``python -m interp.experiments.edge_tables upgrade FILE.csv``.
 """
@@ -30,6 +30,7 @@ import torch
 
 from interp.cli import (Parser, add_model_args, add_output_args, fail, index_list, load_model_from_args, name_list,
                         non_negative_int, positive_int, positive_int_list, run, seed)
+from interp.cli.args import add_executor_args, executor_from_args, model_source_from_args
 from interp.core.journal import RowJournal
 from interp.core.naming import model_name, result_stem
 from interp.core.tables import to_markdown, write_table
@@ -47,6 +48,7 @@ DEFAULT_SWEEP_N = 8
 def build_parser() -> Parser:
     parser = Parser(__doc__)
     add_model_args(parser)
+    add_executor_args(parser)
     add_output_args(parser)
     parser.add_argument("--tasks", type=name_list(TASKS, "tasks", allow_all=False), default=list(TASKS),
                         help="UF, UB or both (default: both)")
@@ -128,8 +130,10 @@ def main(argv: list[str] | None = None) -> int:
              "layers": result_stem(args.out, "edge_patching_layers", label, variant=variant)}
     metadata = {"config": asdict(config), "model": label, "ci": CI_NOTE}
     journal = RowJournal(stems["main"], metadata, EDGE_ROW_SHAPE)
-    main_rows, sweep_rows = edge_study(model, config, model_label=label, adapter=args.adapter, progress=not args.quiet,
-                                       journal=journal)
+    with executor_from_args(parser, args) as executor:
+        main_rows, sweep_rows = edge_study(model, config, model_label=label, adapter=args.adapter,
+                                           progress=not args.quiet, journal=journal, executor=executor,
+                                           model_source=model_source_from_args(args))
     written = write_table(sweep_rows, stems["layers"], EDGE_SWEEP_COLUMNS, metadata=metadata) if sweep_rows else []
     written += journal.finish(main_rows, EDGE_COLUMNS, metadata=metadata)
     elapsed = time.perf_counter() - started

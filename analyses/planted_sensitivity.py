@@ -22,6 +22,7 @@ from interp.experiments.planted_sensitivity import (CIRCUITS, SensitivityConfig,
                                                     weakest_found)
 from interp.figures import BrowserNotFoundError, save_figure
 from interp.figures.planted import planted_sensitivity_figure
+from interp.cli.args import add_executor_args, executor_from_args
 from interp.core.naming import result_stem
 from interp.core.tables import read_csv, to_markdown, write_table
 
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=seed_list, default=list(SensitivityConfig.seeds), help="noise seeds (default: 0,1,2)")
     parser.add_argument("--circuits", choices=[*CIRCUITS, "all"], default="all", help="UF, UB or all (default)")
     parser.add_argument("--n", type=positive_int, default=SensitivityConfig.n_examples, help="task prompts per cell")
+    add_executor_args(parser)
     parser.add_argument("--formats", type=figure_formats, default="html,png", help="figure formats (default: html,png)")
     parser.add_argument("--redraw", action="store_true",
                         help="only redraw the figure from <out>/planted_sensitivity_summary.csv (no model run)")
@@ -51,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     circuits = tuple(CIRCUITS) if args.circuits == "all" else (args.circuits,)
     config = SensitivityConfig(strengths=tuple(sorted(set(args.strengths), reverse=True)), seeds=tuple(args.seeds),
                                circuits=circuits, n_examples=args.n)
-    rows = sensitivity_study(config, progress=not args.quiet)
+    with executor_from_args(parser, args) as executor:
+        rows = sensitivity_study(config, progress=not args.quiet, executor=executor)
     meta = {"config": config.__dict__, "machine": "CPU"}
     write_table(rows, result_stem(args.out, "planted_sensitivity"), metadata=meta)
     summary = found_summary(rows)

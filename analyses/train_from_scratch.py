@@ -6,7 +6,8 @@
 
 Writes <out>/from_scratch.{csv,json,md} (task, positional, split, lengths, accuracy, expressible)
 and <out>/from_scratch_summary.{csv,md} (one line a task: ID and OOD accuracy beside the
-C-RASP[pos] prediction). Non-default presets add their name to the file names. Checkpoints go to
+C-RASP[pos] prediction). `--executor ray --workers 2` trains two tasks at once (docs/guide/cluster.md).
+Non-default presets add their name to the file names. Checkpoints go to
 <out>/runs/from_scratch_<preset>/; a killed run started again resumes each task.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import asdict, replace
 
 from interp.cli import (Parser, add_output_args, fraction, log_through_tqdm, name_list, positive_float, positive_int, run,
                         seed, task_list)
+from interp.cli.args import add_executor_args, executor_from_args
 from interp.core.naming import result_stem
 from interp.core.tables import to_markdown, write_table
 from interp.experiments.from_scratch import POSITIONALS, PRESETS, train_table, verdict
@@ -38,7 +40,7 @@ def build_parser() -> Parser:
     p.add_argument("--lr", type=positive_float, default=None)
     p.add_argument("--seed", type=seed, default=None)
     p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads per worker (default: the preset's)")
-    p.add_argument("--workers", type=positive_int, default=2, help="tasks trained at once, one process each (default 2: two cores)")
+    add_executor_args(p)  # --executor ray --workers 2: two tasks at once, one single-threaded actor each
     p.add_argument("--threshold", type=fraction, default=0.9, help="OOD accuracy that counts as generalizing")
     p.add_argument("--no-resume", action="store_true", help="retrain tasks that have checkpoints")
     return p
@@ -51,7 +53,8 @@ def _cpu_seconds() -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     log_through_tqdm()
     overrides = {k: v for k, v in (("steps", args.steps), ("d_model", args.d_model), ("n_layers", args.layers),
                                    ("lr", args.lr), ("seed", args.seed), ("threads", args.threads)) if v is not None}
@@ -62,9 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out
 
     started, cpu = time.time(), _cpu_seconds()
-    rows = train_table(config, tasks, positionals, out / "runs" / f"from_scratch_{args.preset}",
-                       progress=not args.quiet, resume=not args.no_resume, workers=args.workers)
-    metadata = {"preset": args.preset, "config": asdict(config), "workers": args.workers,
+    with executor_from_args(parser, args) as executor:
+        rows = train_table(config, tasks, positionals, out / "runs" / f"from_scratch_{args.preset}",
+                           progress=not args.quiet, resume=not args.no_resume, executor=executor)
+    metadata = {"preset": args.preset, "config": asdict(config), "executor": args.executor, "workers": executor.workers,
                 "wall_seconds": round(time.time() - started, 1), "cpu_seconds": round(_cpu_seconds() - cpu, 1),
                 "scoring": "teacher-forced exact match, zero-shot '<bos> x : y <eos>' / ' x | q: a' lines"}
     write_table(rows, result_stem(out, "from_scratch", variant=variant), metadata=metadata)

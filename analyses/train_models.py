@@ -5,7 +5,8 @@
 
 Models: smollm2-135m-ft-uf / -ub (SmolLM2-135M, every weight fine-tuned on single-shot copying; into
 $INTERP_CACHE/trained/) and scratch-uf / -ub (trained from scratch; into checkpoints/). Training tables go to
-<out>/finetune_smollm2-135m_<task>_single.* and <out>/trained_scratch-<task>.*.
+<out>/finetune_smollm2-135m_<task>_single.* and <out>/trained_scratch-<task>.*. `--executor ray --workers 2`
+trains two models at once (docs/guide/cluster.md).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import sys
 import torch
 
 from interp.cli import Parser, add_output_args, log_through_tqdm, name_list, positive_int, run
-from interp.experiments.trained_models import build
+from interp.cli.args import add_executor_args, executor_from_args
+from interp.experiments.trained_models import build_all
 from interp.models.trained import TRAINED_MODELS
 
 
@@ -26,12 +28,13 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated, or 'all' ({', '.join(TRAINED_MODELS)})")
     parser.add_argument("--threads", type=positive_int, default=1,
                         help="torch CPU threads (default 1: fastest on a CPU shared with other jobs)")
+    add_executor_args(parser)  # --executor ray --workers 2: two models at once, one actor each
     args = parser.parse_args(argv)
     log_through_tqdm()
     torch.set_num_threads(args.threads)
-    for name in args.models:
-        folder = build(name, results_dir=args.out, progress=not args.quiet)
-        print(f"{name}: {folder}")
+    with executor_from_args(parser, args) as executor:
+        for name, folder in build_all(args.models, results_dir=args.out, progress=not args.quiet, executor=executor):
+            print(f"{name}: {folder}")
     return 0
 
 

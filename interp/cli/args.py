@@ -227,3 +227,75 @@ def result_stem_from_args(args: Namespace, kind: str, variant: str | Sequence[st
     """
     return result_stem(args.out, kind, args.model, adapter=getattr(args, "adapter", None),
                        dtype=getattr(args, "dtype", None), variant=variant)
+
+
+# --------------------------------------------------------------------------- where the cells run
+
+
+def add_executor_args(parser: ArgumentParser) -> None:
+    """``--executor`` (serial or ray), ``--workers`` and ``--ray-address``; read them with
+    :func:`executor_from_args` and :func:`model_source_from_args`.
+
+    >>> parser = Parser()
+    >>> add_executor_args(parser)
+    >>> parser.parse_args(["--executor", "ray", "--workers", "2"])
+    Namespace(executor='ray', workers=2, ray_address=None, gpus_per_worker=None)
+    """
+    from interp.cli.argtypes import positive_float, positive_int
+    from interp.core.executor import EXECUTORS
+
+    parser.add_argument("--executor", default="serial", choices=EXECUTORS,
+                        help="where the study's cells run: 'serial' (default: one after the other here) or 'ray' "
+                             "(Ray actors, one model each; pip install -e '.[cluster]')")
+    parser.add_argument("--workers", type=positive_int, default=None,
+                        help="Ray actors (default: 2); each pins torch to its share of the cores")
+    parser.add_argument("--ray-address", default=None, metavar="ADDRESS",
+                        help="join a running Ray cluster: 'auto', 'host:port' or 'ray://host:port' "
+                             "(default: start a local instance)")
+    parser.add_argument("--gpus-per-worker", type=positive_float, default=None, metavar="FRACTION",
+                        help="GPU share of each actor, e.g. 0.5 for two small models per GPU "
+                             "(default: the cluster's GPUs split between the workers; none without CUDA)")
+
+
+def executor_from_args(parser: ArgumentParser, args: Namespace):
+    """The executor the arguments name, started (a local Ray instance, or the cluster joined) so
+    that a missing Ray or an address that does not answer is one line before any model loads.
+
+    >>> parser = Parser()
+    >>> add_executor_args(parser)
+    >>> executor_from_args(parser, parser.parse_args([])).name
+    'serial'
+    """
+    from interp.core.executor import make_executor
+
+    if args.executor == "serial":
+        for flag, value in (("--workers", args.workers), ("--ray-address", args.ray_address),
+                            ("--gpus-per-worker", args.gpus_per_worker)):
+            if value is not None:
+                fail(parser, flag, "only applies with --executor ray")
+    if args.gpus_per_worker is not None and args.gpus_per_worker > 1:
+        fail(parser, "--gpus-per-worker", f"expected a fraction of one GPU in (0, 1], got {args.gpus_per_worker}")
+    try:
+        executor = make_executor(args.executor, args.workers or 2, args.ray_address, args.gpus_per_worker)
+        return executor.start() if args.executor == "ray" else executor
+    except ValueError as err:
+        argument, _, message = str(err).partition(": ")
+        fail(parser, argument, message)
+
+
+def model_source_from_args(args: Namespace):
+    """How a worker loads the model of ``--model`` / ``--device`` / ``--dtype`` / ``--adapter``
+    (a :class:`interp.core.executor.ModelSource`, keyed by those arguments).
+
+    >>> source = model_source_from_args(Namespace(model="tiny-gpt2", device="cpu", dtype=None, device_map=None,
+    ...                                           adapter=None))
+    >>> source.key, source.load().cfg.n_layers
+    ('tiny-gpt2 device=cpu dtype=None device_map=None adapter=None', 2)
+    """
+    from functools import partial
+
+    from interp.core.executor import ModelSource
+
+    spec = {name: getattr(args, name, None) for name in ("model", "device", "dtype", "device_map", "adapter")}
+    key = " ".join([str(spec["model"])] + [f"{name}={value}" for name, value in spec.items() if name != "model"])
+    return ModelSource(key, partial(load_model_from_args, Namespace(**spec)))

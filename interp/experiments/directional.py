@@ -11,6 +11,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 
+from interp.core.executor import NO_MODEL, Executor, ModelSource, SerialExecutor
 from interp.core.journal import OPTIONAL_NUMBER, RowJournal, RowShape
 from interp.core.lm import LanguageModel
 from interp.core.naming import model_name
@@ -112,10 +113,14 @@ def directional_bias(model: LanguageModel, tasks: Sequence[TaskSpec], lengths: S
                      seed: int = 0, prompt_config: PromptConfig = PromptConfig(), vocabulary: Sequence[str] | None = None,
                      batch_size: int = 8, progress: bool = False, log: Log = _quiet,
                      journal: RowJournal | None = None, source: ExampleSource | None = None,
-                     every_template: bool = False) -> list[DirectionalRow]:
+                     every_template: bool = False, executor: Executor | None = None,
+                     model_source: ModelSource = NO_MODEL) -> list[DirectionalRow]:
     """Accuracy of ``model`` on every task x length (x template with ``every_template``). A cell
     the vocabulary cannot express (unique copying longer than the number of items) gets a row
     with accuracy None and the reason, rather than an error, so a sweep still completes.
+
+    Cells run on ``executor`` (default: one after the other here); a distributed one loads the
+    model on each worker from ``model_source``. Every executor gives the same rows.
 
     Examples:
         >>> from interp.data.tasks import get_task
@@ -128,37 +133,51 @@ def directional_bias(model: LanguageModel, tasks: Sequence[TaskSpec], lengths: S
         True
     """
     source = source or Generated(tuple(vocabulary) if vocabulary else None)
+    executor = executor or SerialExecutor()
     done = {(r.task, r.length, r.template): r
             for r in (row_from_mapping(DirectionalRow, values) for values in (journal.done() if journal else []))}
-    rows: list[DirectionalRow] = []
-    for spec in tasks:
-        for length in task_lengths(spec, lengths, source):
-            for config in cell_configs(spec, prompt_config, every_template):
-                row = done.get((spec.name, length, config.template))
-                if row is None:
-                    row = _evaluate_cell(model, spec, length, config, source, n_examples, seed, batch_size, progress,
-                                         log)
-                    if journal is not None:
-                        journal.add(asdict(row))
-                rows.append(row)
+    cells = [(spec, length, config) for spec in tasks for length in task_lengths(spec, lengths, source)
+             for config in cell_configs(spec, prompt_config, every_template)]
+    rows: list[DirectionalRow | None] = [done.get((spec.name, length, config.template)) for spec, length, config in cells]
+    todo = [i for i, row in enumerate(rows) if row is None]
+    # A bar per cell only where cells run here, one at a time.
+    shared = _DirectionalShared(source, n_examples, seed, batch_size, progress and executor.name == "serial")
+    for index, row in executor.map(_directional_cell, [cells[i] for i in todo], model_source, shared, model):
+        if row.note:
+            log(f"skipping {row.task} at length {row.length}: {row.note}")
+        if journal is not None:
+            journal.add(asdict(row))
+        rows[todo[index]] = row
     return rows
 
 
-def _evaluate_cell(model: LanguageModel, spec: TaskSpec, length: int, config: PromptConfig, source: ExampleSource,
-                   n_examples: int, seed: int, batch_size: int, progress: bool, log: Log) -> DirectionalRow:
-    """One task x length x template, or the row saying why the vocabulary cannot express it."""
+@dataclass(frozen=True)
+class _DirectionalShared:
+    """What every cell of an evaluation reads."""
+
+    source: ExampleSource
+    n_examples: int
+    seed: int
+    batch_size: int
+    progress: bool
+
+
+def _directional_cell(model: LanguageModel, shared: _DirectionalShared,
+                      cell: tuple[TaskSpec, int, PromptConfig]) -> DirectionalRow:
+    """One task x length x template, or the row saying why the vocabulary cannot express it
+    (module-level, so that it pickles for a worker)."""
+    spec, length, config = cell
     try:
-        check_vocabulary(spec, length, source.items(spec))
+        check_vocabulary(spec, length, shared.source.items(spec))
     except ValueError as err:
-        log(f"skipping {spec.name} at length {length}: {err}")
         return DirectionalRow(model_name(model), spec.name, length, config.template, 0, None, note=str(err))
-    prompts = task_prompts(model, spec, length, n_examples, seed, config, source=source)
-    result = Accuracy.of(evaluate_prompts(model, prompts, config, batch_size,
-                                          progress=progress and f"{spec.name} length {length} {config.template}"))
+    prompts = task_prompts(model, spec, length, shared.n_examples, shared.seed, config, source=shared.source)
+    result = Accuracy.of(evaluate_prompts(model, prompts, config, shared.batch_size,
+                                          progress=shared.progress and f"{spec.name} length {length} {config.template}"))
     return DirectionalRow(model_name(model), spec.name, length, config.template_for(spec.family), result.n_examples,
                           result.accuracy, stderr=result.stderr, ci_low=result.ci_low, ci_high=result.ci_high,
                           mean_logprob=result.mean_logprob, token_accuracy=result.token_accuracy,
-                          n_shots=config.n_shots, protocol=config.protocol, seed=seed)
+                          n_shots=config.n_shots, protocol=config.protocol, seed=shared.seed)
 
 
 def check_directional_inputs(model: LanguageModel, tasks: Sequence[TaskSpec], lengths: Sequence[int], n_examples: int, seed: int = 0,

@@ -28,6 +28,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from interp.core.executor import NO_MODEL, Executor, ModelSource, SerialExecutor
 from interp.core.journal import RowJournal, RowShape
 from interp.core.naming import CONDITION_LABELS
 from interp.core.stats import mean_and_sem
@@ -280,9 +281,12 @@ EDGE_ROW_SHAPE: RowShape = {"task": str, "length": int, "main": list, "sweep": l
 
 def edge_study(model: TransformerBridge, config: EdgeStudyConfig = EdgeStudyConfig(), *, model_label: str = "", adapter: str | None = None,
                progress: bool = False, journal: RowJournal | None = None,
-               layout: AttentionLayout | None = None) -> tuple[list[EdgeRow], list[EdgeSweepRow]]:
+               layout: AttentionLayout | None = None, executor: Executor | None = None,
+               model_source: ModelSource = NO_MODEL) -> tuple[list[EdgeRow], list[EdgeSweepRow]]:
     """Run every (task, length) cell; returns (condition rows, per-layer sweep rows). With a
     ``journal`` each finished cell is recorded, and cells an earlier run finished are reused.
+    Cells run on ``executor`` (default: one after the other here); a distributed one loads the
+    model on each worker from ``model_source``.
 
     Examples:
         >>> from interp.models import load_model
@@ -303,24 +307,40 @@ def edge_study(model: TransformerBridge, config: EdgeStudyConfig = EdgeStudyConf
             "seed": config.seed, "bos": config.prepend_bos}
     cells = [(task, length) for task in config.tasks for length in config.lengths]
     done = {(r["task"], r["length"]): r for r in (journal.done() if journal else [])}
-    main_rows, sweep_rows = [], []
-    with tqdm(total=len(cells) * config.n, desc="edge patching", disable=not progress, unit="prompt") as bar:
-        for task, length in cells:
-            if (task, length) in done:
-                main = [row_from_mapping(EdgeRow, row) for row in done[(task, length)]["main"]]
-                sweep = [row_from_mapping(EdgeSweepRow, row) for row in done[(task, length)]["sweep"]]
-                bar.update(config.n)
-            else:
-                prompts = copying_prompts(model.tokenizer, task, length, config.n, n_shots=config.n_shots,
-                                          seed=config.seed, prepend_bos=config.prepend_bos, fmt=config.prompt_format)
-                bar.set_postfix_str(f"{task} L={length}")
-                main, sweep = _cell_rows(task, length, _run_cell(model, layout, prompts, config, bar), config, meta)
-                if journal is not None:
-                    journal.add({"task": task, "length": length, "main": [asdict(r) for r in main],
-                                 "sweep": [asdict(r) for r in sweep]})
-            main_rows += main
-            sweep_rows += sweep
-    return main_rows, sweep_rows
+    by_cell: dict[tuple[str, int], tuple[list[EdgeRow], list[EdgeSweepRow]]] = {
+        cell: ([row_from_mapping(EdgeRow, row) for row in done[cell]["main"]],
+               [row_from_mapping(EdgeSweepRow, row) for row in done[cell]["sweep"]]) for cell in cells if cell in done}
+    todo = [cell for cell in cells if cell not in by_cell]
+    with tqdm(total=len(cells) * config.n, initial=len(by_cell) * config.n, desc="edge patching",
+              disable=not progress, unit="prompt") as bar:
+        shared = _EdgeShared(layout, config, meta)
+        for index, (main, sweep) in (executor or SerialExecutor()).map(_edge_cell, todo, model_source, shared, model):
+            task, length = todo[index]
+            if journal is not None:
+                journal.add({"task": task, "length": length, "main": [asdict(r) for r in main],
+                             "sweep": [asdict(r) for r in sweep]})
+            by_cell[(task, length)] = (main, sweep)
+            bar.update(config.n)
+    return ([row for cell in cells for row in by_cell[cell][0]], [row for cell in cells for row in by_cell[cell][1]])
+
+
+@dataclass(frozen=True)
+class _EdgeShared:
+    """What every cell of an edge study reads."""
+
+    layout: AttentionLayout
+    config: EdgeStudyConfig
+    meta: dict
+
+
+def _edge_cell(model: TransformerBridge, shared: _EdgeShared,
+               cell: tuple[str, int]) -> tuple[list[EdgeRow], list[EdgeSweepRow]]:
+    """One (task, length) cell on whichever worker runs it (module-level, so that it pickles)."""
+    task, length = cell
+    config = shared.config
+    prompts = copying_prompts(model.tokenizer, task, length, config.n, n_shots=config.n_shots, seed=config.seed,
+                              prepend_bos=config.prepend_bos, fmt=config.prompt_format)
+    return _cell_rows(task, length, _run_cell(model, shared.layout, prompts, config), config, shared.meta)
 
 
 def summary_table(rows: Sequence[EdgeRow | Mapping]) -> list[dict]:

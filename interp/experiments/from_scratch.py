@@ -31,6 +31,8 @@ from typing import Literal, get_args
 
 import torch
 
+from interp.core.executor import Executor, SerialExecutor
+
 from interp.data.tasks import TASKS, TaskSpec, generate_example, get_task
 from interp.experiments.scratch_rows import SCRATCH_COLUMNS, ScratchRow, ScratchVerdictRow, verdict
 from interp.experiments.scratch_vocab import SPECIAL_TOKENS, STRUCTURE_TOKENS, scratch_items, scratch_tokenizer
@@ -278,8 +280,8 @@ def score_bins(fitted: FittedModel, task: str, positional: Positional, config: S
     return rows
 
 
-def _train_job(job: tuple) -> list[ScratchRow]:
-    """One table cell, in whichever process runs it (module-level so that it pickles)."""
+def _train_job(_model: None, _shared: None, job: tuple) -> list[ScratchRow]:
+    """One table cell, on whichever worker runs it (module-level, so that it pickles)."""
     task, positional, config, run_dir, progress, resume = job
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -291,12 +293,14 @@ def _train_job(job: tuple) -> list[ScratchRow]:
 
 def train_table(config: ScratchConfig, tasks: Sequence[str] | None = None,
                 positionals: Sequence[Positional] = ("absolute",), run_root: Path | None = None,
-                progress: bool = False, resume: bool = True, workers: int = 1) -> list[ScratchRow]:
+                progress: bool = False, resume: bool = True, executor: Executor | None = None) -> list[ScratchRow]:
     """Every task x positional encoding; rows as [`train_one`][interp.experiments.from_scratch.train_one] makes them.
 
-    ``workers`` > 1 trains that many cells at once in separate processes: models this small do
-    not speed up with more threads, so two single-threaded processes use two cores twice as well
-    as one process with two threads.
+    ``executor`` (default: one cell after the other here) may train several cells at once, e.g. a
+    :class:`interp.core.executor.RayExecutor` with one actor per core: models this small do not
+    speed up with more threads, so two single-threaded workers use two cores twice as well as one
+    process with two threads. Each cell trains with its own seed, so the rows do not depend on
+    where it ran (except the timing columns).
 
     >>> tiny = replace(PRESETS["quick"], steps=2, eval_every=2, eval_examples=2, table_examples=4,
     ...                threads=None)  # None: leave this process's torch threads as they are
@@ -304,19 +308,17 @@ def train_table(config: ScratchConfig, tasks: Sequence[str] | None = None,
     >>> [(row.task, row.split, row.predicted) for row in rows]
     [('NF', 'id', 'fails OOD'), ('NF', 'ood', 'fails OOD')]
     """
-    if workers < 1:
-        raise ValueError(f"workers={workers} must be >= 1")
-    jobs = [(task, positional, config, run_root / f"{task}_{positional}" if run_root is not None else None,
-             progress and workers == 1, resume)
-            for positional in positionals for task in (tasks or list(TASKS))]
-    if workers == 1:
-        return [row for job in jobs for row in _train_job(job)]
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
-
     from tqdm.auto import tqdm
 
-    # spawn, not fork: a forked child inherits the parent's OpenMP thread pool state
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        parts = list(tqdm(pool.map(_train_job, jobs), total=len(jobs), desc="from scratch", disable=not progress))
-    return [row for part in parts for row in part]
+    executor = executor or SerialExecutor()
+    serial = executor.name == "serial"
+    jobs = [(task, positional, config, run_root / f"{task}_{positional}" if run_root is not None else None,
+             progress and serial, resume)
+            for positional in positionals for task in (tasks or list(TASKS))]
+    parts: dict[int, list[ScratchRow]] = {}
+    bar = tqdm(total=len(jobs), desc="from scratch", disable=not progress or serial)
+    for index, rows in executor.map(_train_job, jobs):
+        parts[index] = rows
+        bar.update()
+    bar.close()
+    return [row for index in sorted(parts) for row in parts[index]]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
+from interp.core.executor import NO_MODEL, Executor, ModelSource, SerialExecutor
 from interp.core.heads import Head, format_heads
 from interp.core.journal import NUMBER, OPTIONAL_NUMBER, RowJournal, RowShape
 from interp.core.naming import model_name
@@ -98,7 +99,8 @@ class _PromptSet:
 
 def ablation_study(model: TransformerBridge, scores: HeadScores, config: AblationConfig = AblationConfig(),
                    progress: bool = False, log: Log = _quiet, journal: RowJournal | None = None,
-                   replay_clean: bool = True) -> list[AblationRow]:
+                   replay_clean: bool = True, executor: Executor | None = None,
+                   model_source: ModelSource = NO_MODEL) -> list[AblationRow]:
     """Accuracy on each task and length: clean, then under each condition and ablation kind.
 
     Each prompt set's clean run keeps the residual stream entering the lowest ablated layer of
@@ -106,6 +108,9 @@ def ablation_study(model: TransformerBridge, scores: HeadScores, config: Ablatio
     there on, and unembeds only the answer positions. ``replay_clean=False`` runs every
     condition as a full hooked forward pass with logits at every position instead (the
     reference the replay is checked and timed against).
+
+    Cells run on ``executor`` (default: one after the other here); a distributed one loads the
+    model on each worker from ``model_source``. Every executor gives the same rows.
 
     Examples:
         >>> from interp.measure.head_scores import score_heads
@@ -124,27 +129,56 @@ def ablation_study(model: TransformerBridge, scores: HeadScores, config: Ablatio
         check_context(model, prompt_set.encoded)
     cells = _ablation_cells(scores, config)
     done = {cell_key(row): row for row in journal_rows(journal)}
-    means = reference_means(model, config, progress=progress) if "mean" in config.kinds else None
-    layers = {_lowest_layer(cell.heads) for cell in cells if cell.heads}
     by_cell: dict[tuple[int, int], AblationRow] = {}
-    bar = tqdm(total=len(cells) * len(sets), desc="ablation study", disable=not progress)
+    todo = []
     for set_index, prompt_set in enumerate(sets):
-        baseline = 0.0
         for cell_index, cell in enumerate(cells):
             row = done.get(cell.key(prompt_set.task, prompt_set.length))
             if row is None:
-                if prompt_set.clean is None and replay_clean:
-                    batches = padded_batches(prompt_set.encoded, config.batch_size, pad_token_id(model.tokenizer))
-                    prompt_set.clean = [run_clean(model, batch, layers) for batch in batches]
-                row = _measure_cell(model, cell, prompt_set, config, means, replay_clean, baseline, log)
-                if journal is not None:
-                    journal.add(asdict(row))
-            baseline = row.accuracy if cell.condition == "baseline" else baseline
-            # recomputed for rows read back: a journal of an earlier version has no change from the baseline
-            by_cell[(cell_index, set_index)] = replace(row, delta_accuracy=row.accuracy - baseline)
+                todo.append((cell_index, set_index))
+            else:
+                by_cell[(cell_index, set_index)] = row
+    bar = tqdm(total=len(cells) * len(sets), initial=len(by_cell), desc="ablation study", disable=not progress)
+    if todo:
+        means = reference_means(model, config, progress=progress) if "mean" in config.kinds else None
+        shared = _AblationShared(sets, config, means, {_lowest_layer(c.heads) for c in cells if c.heads}, replay_clean)
+        items = [(cells[cell_index], set_index) for cell_index, set_index in todo]
+        for index, row in (executor or SerialExecutor()).map(_ablation_cell, items, model_source, shared, model):
+            cell, set_index = items[index]
+            if cell.heads:
+                log(f"ablated {cell.condition}{'' if cell.seed is None else f' (seed {cell.seed})'} heads "
+                    f"{format_heads(cell.heads)} ({cell.kind}) on {sets[set_index].task} at length {sets[set_index].length}")
+            if journal is not None:
+                journal.add(asdict(row))
+            by_cell[todo[index]] = row
             bar.update()
     bar.close()
-    return [by_cell[key] for key in sorted(by_cell)]  # condition by condition, as the summary reads
+    # The change from the baseline is taken here, once every cell of a prompt set is in (a journal
+    # of an earlier version has none; a worker's row does not know its baseline).
+    baseline = {set_index: row.accuracy for (cell_index, set_index), row in by_cell.items() if cell_index == 0}
+    return [replace(by_cell[key], delta_accuracy=0.0 if key[0] == 0 else by_cell[key].accuracy - baseline[key[1]])
+            for key in sorted(by_cell)]  # condition by condition, as the summary reads
+
+
+@dataclass
+class _AblationShared:
+    """What every cell of a study reads; a worker's copy memoises the clean runs of its prompt sets."""
+
+    sets: list[_PromptSet]
+    config: AblationConfig
+    means: HeadMeans | None
+    layers: set[int]
+    replay_clean: bool
+
+
+def _ablation_cell(model: TransformerBridge, shared: _AblationShared, item: tuple[AblationCell, int]) -> AblationRow:
+    """One cell on whichever worker runs it (module-level, so that it pickles)."""
+    cell, set_index = item
+    prompt_set = shared.sets[set_index]
+    if prompt_set.clean is None and shared.replay_clean:
+        batches = padded_batches(prompt_set.encoded, shared.config.batch_size, pad_token_id(model.tokenizer))
+        prompt_set.clean = [run_clean(model, batch, shared.layers) for batch in batches]
+    return _measure_cell(model, cell, prompt_set, shared.config, shared.means, shared.replay_clean)
 
 
 def cell_key(row: AblationRow) -> tuple:
@@ -179,13 +213,10 @@ def journal_rows(journal: RowJournal | None) -> list[AblationRow]:
 
 
 def _measure_cell(model: TransformerBridge, cell: AblationCell, prompt_set: _PromptSet, config: AblationConfig,
-                  means: HeadMeans | None, replay_clean: bool, baseline: float, log: Log) -> AblationRow:
-    """One cell's accuracy on one prompt set (replayed, or a full hooked pass), and its change from
-    ``baseline``, the clean accuracy on the same prompts (measured first)."""
+                  means: HeadMeans | None, replay_clean: bool) -> AblationRow:
+    """One cell's accuracy on one prompt set (replayed, or a full hooked pass); its change from the
+    baseline is left at 0 for the study to fill in."""
     heads = list(cell.heads)
-    if heads:
-        log(f"ablating {cell.condition}{'' if cell.seed is None else f' (seed {cell.seed})'} heads "
-            f"{format_heads(heads)} ({cell.kind}) on {prompt_set.task} at length {prompt_set.length}")
     hooks = ablation_hooks(model, heads, cell.kind, means) if heads else []
     if replay_clean:
         result = Accuracy.of(_scores(model, prompt_set.clean, len(prompt_set.encoded), heads, hooks))
@@ -195,7 +226,7 @@ def _measure_cell(model: TransformerBridge, cell: AblationCell, prompt_set: _Pro
     return AblationRow(model=model_name(model), condition=cell.condition, ablation=cell.kind, seed=cell.seed,
                        task=prompt_set.task, length=prompt_set.length, n_examples=result.n_examples,
                        accuracy=result.accuracy, ci_low=result.ci_low, ci_high=result.ci_high,
-                       delta_accuracy=0.0 if cell.condition == "baseline" else result.accuracy - baseline,
+                       delta_accuracy=0.0,
                        mean_logprob=result.mean_logprob,
                        heads=format_heads(heads), selected_by=_selected_by(cell.condition, config))
 

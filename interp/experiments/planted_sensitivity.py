@@ -28,6 +28,7 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from interp.core.executor import Executor, SerialExecutor
 from interp.interventions.ablation import ablation_hooks, compute_head_means
 from interp.interventions.attribution import attribution_sweep
 from interp.experiments.edge_study import EdgeStudyConfig, edge_study
@@ -217,26 +218,35 @@ def _edge_verdict(model: TransformerBridge, circuit: PlantedCircuit, config: Sen
                              by_condition[circuit.edge_condition], by_condition[other])
 
 
-def sensitivity_study(config: SensitivityConfig = SensitivityConfig(), progress: bool = False) -> list[SensitivityRow]:
-    """Rows for every circuit, strength and noise seed (see the module docstring).
+def sensitivity_study(config: SensitivityConfig = SensitivityConfig(), progress: bool = False,
+                      executor: Executor | None = None) -> list[SensitivityRow]:
+    """Rows for every circuit, strength and noise seed (see the module docstring); the cells run
+    on ``executor`` (default: one after the other here), each building its own planted model.
 
     >>> rows = sensitivity_study(SensitivityConfig(strengths=(1.0, 0.5), seeds=(0,)))  # doctest: +SKIP
     """
+    cells = [(c, s, seed) for c in config.circuits for s in config.strengths for seed in config.seeds]
+    parts: dict[int, list[SensitivityRow]] = {}
+    bar = tqdm(total=len(cells), desc="planted sensitivity", disable=not progress)
+    for index, rows in (executor or SerialExecutor()).map(_sensitivity_cell, cells, shared=config):
+        parts[index] = rows
+        bar.update()
+    bar.close()
+    return [row for index in sorted(parts) for row in parts[index]]
+
+
+def _sensitivity_cell(_model: None, config: SensitivityConfig, cell: tuple[str, float, int]) -> list[SensitivityRow]:
+    """One circuit x strength x noise seed, on whichever worker runs it (module-level, so that it pickles)."""
     from interp.models.loading import bridge_from_hf
     from interp.models.planted import planted_hf_model
 
-    def planted(name: str, seed: int) -> TransformerBridge:  # load_model has no noise seed: build the bridge here
-        model, tokenizer = planted_hf_model(name, seed=seed)
-        return bridge_from_hf(model, tokenizer, name, torch.device("cpu"))
-
-    cells = [(c, s, seed) for c in config.circuits for s in config.strengths for seed in config.seeds]
-    rows = []
-    for circuit_name, strength, seed in tqdm(cells, desc="planted sensitivity", disable=not progress):
-        circuit = CIRCUITS[circuit_name]
-        verdicts, clean = _instrument_rows(planted(f"{circuit.model}@{strength}", seed), circuit, config)
-        rows += [SensitivityRow(circuit_name, circuit.model, strength, seed, v.instrument, v.target, v.found, v.value,
-                                v.runner_up, clean) for v in verdicts]
-    return rows
+    circuit_name, strength, seed = cell
+    circuit = CIRCUITS[circuit_name]
+    name = f"{circuit.model}@{strength}"
+    hf_model, tokenizer = planted_hf_model(name, seed=seed)  # load_model has no noise seed: build the bridge here
+    verdicts, clean = _instrument_rows(bridge_from_hf(hf_model, tokenizer, name, torch.device("cpu")), circuit, config)
+    return [SensitivityRow(circuit_name, circuit.model, strength, seed, v.instrument, v.target, v.found, v.value,
+                           v.runner_up, clean) for v in verdicts]
 
 
 def found_summary(rows: Sequence[SensitivityRow]) -> list[FoundShareRow]:

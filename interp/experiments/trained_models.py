@@ -5,10 +5,12 @@ run's latest checkpoint as a loadable folder."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import torch
 
+from interp.core.executor import Executor, SerialExecutor
 from interp.core.naming import EMBEDDED_MODEL, ModelNotFoundError
 from interp.experiments.finetune import finetune
 from interp.experiments.scratch_models import train_scratch_model
@@ -56,6 +58,26 @@ def build(name: str, results_dir: Path = Path("results"), checkpoints: Path | No
         return trained_folder(name, checkpoints)
     train_scratch_model(model.task, folder, results_dir=results_dir, progress=progress)
     return trained_folder(name, checkpoints)
+
+
+def build_all(names: Sequence[str], results_dir: Path = Path("results"), progress: bool = True,
+              executor: Executor | None = None) -> Iterator[tuple[str, Path]]:
+    """:func:`build` every model of ``names`` on ``executor`` (default: one after the other here);
+    yields ``(name, folder)`` as each is built. Each model trains with its own seed, wherever it runs.
+
+    >>> dict(build_all(["scratch-ub"]))  # doctest: +SKIP
+    {'scratch-ub': PosixPath('.../checkpoints/scratch-ub')}
+    """
+    executor = executor or SerialExecutor()
+    shared = (results_dir, progress and executor.name == "serial")
+    for index, folder in executor.map(_build_cell, list(names), shared=shared):
+        yield names[index], folder
+
+
+def _build_cell(_model: None, shared: tuple[Path, bool], name: str) -> Path:
+    """One model, on whichever worker builds it (module-level, so that it pickles)."""
+    results_dir, progress = shared
+    return build(name, results_dir, progress=progress)
 
 
 def export_step(name: str, folder: Path) -> Path:

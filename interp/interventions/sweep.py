@@ -17,6 +17,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from interp.models.bridge import TransformerBridge
+from interp.core.executor import NO_MODEL, Executor, ModelSource
 from interp.core.lm import HookedModel
 from interp.interventions.ablation import AblationKind, HeadMeans, ablation_hooks, z_hook_name
 from interp.measure.batching import batched, in_input_order, pad_token_id, padded_batches
@@ -102,7 +103,8 @@ def _stacked_hook(model: HookedModel, layer: int, heads: Sequence[int], n_rows: 
 
 def head_sweep(model: TransformerBridge, encoded: Sequence[EncodedPrompt], heads: HeadsLike | None = None,
                kind: AblationKind = "zero", means: HeadMeans | None = None, batch_size: int = 8,
-               progress: bool = False, heads_per_pass: int = 1) -> SweepResult:
+               progress: bool = False, heads_per_pass: int = 1, executor: Executor | None = None,
+               model_source: ModelSource = NO_MODEL) -> SweepResult:
     """Scores of ``encoded`` prompts with each head in ``heads`` (default: all) ablated alone.
 
     ``heads_per_pass`` heads of a layer share one forward pass, stacked along the batch. On the
@@ -118,12 +120,22 @@ def head_sweep(model: TransformerBridge, encoded: Sequence[EncodedPrompt], heads
         >>> sweep = head_sweep(model, encoded, progress=False)        # all 2 x 4 heads, one at a time
         >>> sweep.delta_logprob_table(model.cfg.n_layers, model.cfg.n_heads).shape
         torch.Size([2, 4])
+
+    With a distributed ``executor`` the layers are split across its workers (each loads the model
+    from ``model_source`` and runs the clean batches itself); the result is the same.
     """
+    if executor is not None and executor.name != "serial":
+        heads = validate_heads(heads if heads is not None else all_heads(model), model.cfg.n_layers, model.cfg.n_heads)
+        layers = sorted({h.layer for h in heads})
+        groups = [[h for h in heads if h.layer == layer] for layer in layers]
+        shared = (list(encoded), kind, means, batch_size, heads_per_pass)
+        parts = dict(executor.map(_sweep_cell, groups, model_source, shared))
+        by_head = {h: scores for part in parts.values() for h, scores in zip(part.heads, part.ablated)}
+        return SweepResult(list(heads), parts[0].clean, [by_head[h] for h in heads], name_of_model(model))
     if heads_per_pass < 1:
         raise ValueError(f"heads_per_pass={heads_per_pass} must be >= 1")
     n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
-    heads = validate_heads(heads if heads is not None else [(l, h) for l in range(n_layers) for h in range(n_heads)],
-                           n_layers, n_heads)
+    heads = validate_heads(heads if heads is not None else all_heads(model), n_layers, n_heads)
     if len(set(heads)) != len(heads):
         raise ValueError("heads: each head may be swept once; the list repeats "
                          + ", ".join(sorted({str(h) for h in heads if heads.count(h) > 1})))
@@ -146,6 +158,17 @@ def head_sweep(model: TransformerBridge, encoded: Sequence[EncodedPrompt], heads
     n = len(encoded)
     return SweepResult(list(heads), AnswerScores.from_rows(in_input_order(n, clean_parts)),
                        [AnswerScores.from_rows(in_input_order(n, ablated_parts[h])) for h in heads], name_of_model(model))
+
+
+def all_heads(model: HookedModel) -> list[tuple[int, int]]:
+    """Every (layer, head) of ``model``, layer by layer."""
+    return [(l, h) for l in range(model.cfg.n_layers) for h in range(model.cfg.n_heads)]
+
+
+def _sweep_cell(model: TransformerBridge, shared: tuple, heads: list[Head]) -> SweepResult:
+    """The heads of one layer, on whichever worker runs them (module-level, so that it pickles)."""
+    encoded, kind, means, batch_size, heads_per_pass = shared
+    return head_sweep(model, encoded, heads, kind, means, batch_size, progress=False, heads_per_pass=heads_per_pass)
 
 
 def naive_head_sweep(model: HookedModel, encoded: Sequence[EncodedPrompt], heads: HeadsLike,
