@@ -234,7 +234,7 @@ def result_stem_from_args(args: Namespace, kind: str, variant: str | Sequence[st
 
 def add_executor_args(parser: ArgumentParser) -> None:
     """``--executor`` (serial or ray), ``--workers`` and ``--ray-address``; read them with
-    :func:`executor_from_args` and :func:`model_source_from_args`.
+    `executor_from_args` and `model_source_from_args`.
 
     >>> parser = Parser()
     >>> add_executor_args(parser)
@@ -285,7 +285,7 @@ def executor_from_args(parser: ArgumentParser, args: Namespace):
 
 def model_source_from_args(args: Namespace):
     """How a worker loads the model of ``--model`` / ``--device`` / ``--dtype`` / ``--adapter``
-    (a :class:`interp.core.executor.ModelSource`, keyed by those arguments).
+    (a `interp.core.executor.ModelSource`, keyed by those arguments).
 
     >>> source = model_source_from_args(Namespace(model="tiny-gpt2", device="cpu", dtype=None, device_map=None,
     ...                                           adapter=None))

@@ -2,7 +2,7 @@
 tasks on a pool of Ray actors (``ray``: the cores of a machine, the GPUs of a node, a cluster).
 
 A study hands the executor a *cell function* ``cell(model, shared, item) -> result`` and its items.
-``model`` is built once per worker from a :class:`ModelSource` (kept by the worker across cells and
+``model`` is built once per worker from a `ModelSource` (kept by the worker across cells and
 studies, keyed by ``ModelSource.key``); ``shared`` is the study's read-only data, shipped once per
 worker (a cell may memoise per-worker work on it, such as clean runs). Results come back to the
 driver as they finish; the driver alone writes journals and tables, so locking and resuming work

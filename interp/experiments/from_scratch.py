@@ -297,7 +297,7 @@ def train_table(config: ScratchConfig, tasks: Sequence[str] | None = None,
     """Every task x positional encoding; rows as [`train_one`][interp.experiments.from_scratch.train_one] makes them.
 
     ``executor`` (default: one cell after the other here) may train several cells at once, e.g. a
-    :class:`interp.core.executor.RayExecutor` with one actor per core: models this small do not
+    `interp.core.executor.RayExecutor` with one actor per core: models this small do not
     speed up with more threads, so two single-threaded workers use two cores twice as well as one
     process with two threads. Each cell trains with its own seed, so the rows do not depend on
     where it ran (except the timing columns).

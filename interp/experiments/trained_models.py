@@ -60,9 +60,9 @@ def build(name: str, results_dir: Path = Path("results"), checkpoints: Path | No
     return trained_folder(name, checkpoints)
 
 
-def build_all(names: Sequence[str], results_dir: Path = Path("results"), progress: bool = True,
+def build_all(names: Sequence[str], results_dir: Path = Path("results"), progress: bool = False,
               executor: Executor | None = None) -> Iterator[tuple[str, Path]]:
-    """:func:`build` every model of ``names`` on ``executor`` (default: one after the other here);
+    """`build` every model of ``names`` on ``executor`` (default: one after the other here);
     yields ``(name, folder)`` as each is built. Each model trains with its own seed, wherever it runs.
 
     >>> dict(build_all(["scratch-ub"]))  # doctest: +SKIP
