@@ -32,6 +32,7 @@ CHANNEL_COLOURS = {"q": OKABE_ITO["blue"], "k": OKABE_ITO["purple"], "v": OKABE_
                    "in": OKABE_ITO["green"], "out": OKABE_ITO["black"]}
 CHANNEL_TITLES = {"q": "query input", "k": "key input", "v": "value input", "in": "MLP input", "out": "logits"}
 COLUMN_PX, ROW_PX = 64, 70  # one column per position, one row per component kind of a layer
+STATIC_WIDTH = 1000  # px of the static figure at most
 
 
 @dataclass(frozen=True)
@@ -393,9 +394,11 @@ def circuit_figure(panels: list[CircuitPanel]) -> go.Figure:
     """
     first = panels[0]
     geometry = [layout(p) for p in panels]
-    width = int(max(g[3] for g in geometry)) + 40
-    heights = [g[4] for g in geometry]
-    fig = make_subplots(rows=len(panels), cols=1, vertical_spacing=0.08 / len(panels),
+    # the page's pixel layout shrunk to a paper figure (axes keep the page's coordinates)
+    shrink = min(1.0, STATIC_WIDTH / (max(g[3] for g in geometry) + 40))
+    width = int(shrink * (max(g[3] for g in geometry) + 40))
+    heights = [shrink * g[4] for g in geometry]
+    fig = make_subplots(rows=len(panels), cols=1, vertical_spacing=min(0.3, 90 / sum(heights)),
                         row_heights=heights, subplot_titles=[
                             f"{p.title}: {p.circuit_edges} edges, "
                             f"{100 * float(p.summary.get('circuit_recovered') or 0):.0f}% of the gap" for p in panels])
@@ -425,7 +428,7 @@ def circuit_figure(panels: list[CircuitPanel]) -> go.Figure:
                                  line=dict(color=CHANNEL_COLOURS[channel], width=3), legendgroup=channel, showlegend=True))
     note = (f"Edges kept by |{method}| at the smallest budget recovering the target share of the metric gap; "
             f"width proportional to |{method}|, colour by the reader's input. n = {first.summary.get('n')} prompts.")
-    return style(fig, f"Circuit of {first.model} on {first.task}", width, int(sum(heights) + 230), note=note)
+    return style(fig, f"Circuit of {first.model} on {first.task}", width, int(sum(heights) + 90 * (len(panels) - 1) + 230), note=note)
 
 
 def circuit_views(results_dir: str | Path) -> list[tuple[str, list[CircuitPanel]]]:
