@@ -19,7 +19,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from interp.core.naming import result_files, split_result_stem
+from interp.core.naming import split_result_stem
 from interp.core.tables import read_csv
 from interp.figures.style import FONT, OKABE_ITO, style
 
@@ -33,15 +33,6 @@ CHANNEL_COLOURS = {"q": OKABE_ITO["blue"], "k": OKABE_ITO["purple"], "v": OKABE_
 CHANNEL_TITLES = {"q": "query input", "k": "key input", "v": "value input", "in": "MLP input", "out": "logits"}
 COLUMN_PX, ROW_PX = 64, 70  # one column per position, one row per component kind of a layer
 STATIC_WIDTH = 1000  # px of the static figure at most
-
-
-@dataclass(frozen=True)
-class Node:
-    """A component at one position: ``embed``, ``pos_embed``, ``a<layer>.<head>``, ``m<layer>`` or ``logits``."""
-    component: str
-    pos: int
-    x: float
-    y: float
 
 
 @dataclass
@@ -89,7 +80,12 @@ def layout(panel: CircuitPanel) -> tuple[dict[str, tuple[float, float]], list[tu
     """Node coordinates (``"<component>@<pos>"`` -> (x, y), y down as in SVG), the row labels, the
     column labels, and the width and height of the drawing. Rows from the bottom: embeddings, then per
     layer its heads and its MLP, then the logits; columns: positions (labelled by role), heads spread
-    inside their position's column."""
+    inside their position's column.
+
+    >>> coords, rows, columns, width, height = layout(load_circuit_panels("results/circuit_planted-ub_UB.csv")[0])
+    >>> [label for _, label in rows], columns[4][1], coords["a1.1@4"][1] < coords["a0.0@4"][1]
+    (['embeddings', 'attn 0', 'MLP 0', 'attn 1', 'MLP 1', 'logits'], 's1', True)
+    """
     components = {e["writer"] for e in panel.edges} | {_owner(e["reader"])[0] for e in panel.edges}
     layers, heads = _shape(components)
     rows = ["embed"] + [f"{kind}{layer}" for layer in range(layers) for kind in ("a", "m")] + ["logits"]
@@ -166,7 +162,10 @@ def load_circuit_panels(circuit_csv: str | Path) -> list[CircuitPanel]:
     panels = []
     for s in summary:
         key = (s["length"], s["counterfactual"])
-        mine = lambda rows: [r for r in rows if (r["length"], r["counterfactual"]) == key]  # noqa: E731
+
+        def mine(rows: list[dict]) -> list[dict]:
+            return [r for r in rows if (r["length"], r["counterfactual"]) == key]
+
         method = _method_column(str(s["method"]))
         cell_edges, cell_curve = mine(edges), sorted(mine(curve), key=lambda r: r["edges"])
         if not cell_edges or not cell_curve:
@@ -429,15 +428,6 @@ def circuit_figure(panels: list[CircuitPanel]) -> go.Figure:
     note = (f"Edges kept by |{method}| at the smallest budget recovering the target share of the metric gap; "
             f"width proportional to |{method}|, colour by the reader's input. n = {first.summary.get('n')} prompts.")
     return style(fig, f"Circuit of {first.model} on {first.task}", width, int(sum(heights) + 90 * (len(panels) - 1) + 230), note=note)
-
-
-def circuit_views(results_dir: str | Path) -> list[tuple[str, list[CircuitPanel]]]:
-    """``(file stem, panels)`` of every published circuit table in ``results_dir``.
-
-    >>> [stem for stem, _ in circuit_views("results")][:1]  # from the repository's root
-    ['circuit_planted-ub_UB']
-    """
-    return [(path.stem, load_circuit_panels(path)) for path in result_files(results_dir, "circuit")]
 
 
 def save_circuit_view(panels: list[CircuitPanel], stem: str | Path, formats=("html", "pdf", "png"), exporter=None,
