@@ -95,6 +95,7 @@ window.addEventListener('load', () => {
   const state = () => ({edges: section.querySelectorAll('g.edges path').length, shown: +section.dataset.edges,
     faithfulness: section.querySelector('.faithfulness').textContent,
     recovered: +section.querySelector('.faithfulness').dataset.recovered,
+    marker: section.querySelector('svg.curve .marker').getAttribute('cx'),
     titled: [...section.querySelectorAll('g.edges path')].every(p => p.querySelector('title'))});
   const states = [state()];
   for (const value of [0, slider.max]) {
@@ -128,6 +129,7 @@ def test_slider_redraws_edges_and_faithfulness_in_headless_chromium(panel, tmp_p
         assert state["edges"] == state["shown"] and state["titled"]
         assert state["recovered"] == pytest.approx(curve[state["edges"]])
     assert len({s["faithfulness"] for s in probe["states"]}) == 3, "the faithfulness shown did not follow the slider"
+    assert len({s["marker"] for s in probe["states"]}) == 3, "the curve's marker did not follow the slider"
     assert "100.0%" in first["faithfulness"] and "0.0%" in smallest["faithfulness"]
     for words in ("a0.0.v", "embed", "position 4 (s1)", "EAP: ", "EAP-IG: -17.066", "exact: not measured",
                   "over all positions"):

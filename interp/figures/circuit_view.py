@@ -259,6 +259,21 @@ SCRIPT = r"""
       t.textContent = text;
       el('title', {}, t).textContent = `position ${pos}: ${text}`;
     });
+    const curve = section.querySelector('svg.curve');
+    const [cw, ch, pad] = [280, 130, 30];
+    const logs = c.budgets.map(b => Math.log2(b.edges)), lo = Math.min(...logs), hi = Math.max(...logs, lo + 1);
+    const cx = b => pad + (cw - pad - 8) * (Math.log2(b.edges) - lo) / (hi - lo);
+    const cy = v => ch - pad + 6 - (ch - pad - 6) * Math.max(-0.1, Math.min(1.1, v || 0)) / 1.1;
+    curve.setAttribute('viewBox', `0 0 ${cw} ${ch}`);
+    el('line', {x1: pad, x2: cw - 8, y1: cy(0), y2: cy(0), class: 'axis'}, curve);
+    el('line', {x1: pad, x2: pad, y1: cy(1.1), y2: cy(-0.1), class: 'axis'}, curve);
+    for (const v of [0, 1]) el('text', {x: pad - 4, y: cy(v) + 4, class: 'tick', 'text-anchor': 'end'}, curve).textContent = v;
+    el('text', {x: (cw + pad) / 2, y: ch - 4, class: 'tick', 'text-anchor': 'middle'}, curve).textContent = 'edges kept (log scale)';
+    const line = key => c.budgets.filter(b => b[key] !== null && b[key] !== undefined).map(b => `${cx(b)},${cy(b[key])}`).join(' ');
+    el('polyline', {points: line('random_recovered'), class: 'random'}, curve);
+    el('polyline', {points: line('recovered'), class: 'recovered'}, curve);
+    const marker = el('circle', {r: 4.5, class: 'marker'}, curve);
+    el('title', {}, curve).textContent = 'share of the metric gap recovered by the circuit (solid) and by random circuits of the same size (dashed)';
     const edgeLayer = el('g', {class: 'edges'}, svg);
     const nodeLayer = el('g', {class: 'nodes'}, svg);
     const draw = () => {
@@ -298,6 +313,8 @@ SCRIPT = r"""
       faith.textContent = `recovers ${pct(b.recovered)} of the metric gap; accuracy ${pct(b.accuracy)}` +
         (b.random_recovered !== null && b.random_recovered !== undefined ? `; random circuit of this size: ${pct(b.random_recovered)}` : '');
       faith.dataset.recovered = b.recovered;
+      marker.setAttribute('cx', cx(b));
+      marker.setAttribute('cy', cy(b.recovered));
       section.dataset.edges = b.edges;
     };
     slider.max = c.budgets.length - 1;
@@ -320,6 +337,13 @@ input.budget {{ width: 320px; }}
 line.column {{ stroke: #f0f0f0; }}
 path.edge {{ fill: none; stroke-opacity: 0.75; }}
 path.edge:hover {{ stroke-opacity: 1; }}
+svg.curve {{ width: 280px; height: 130px; }}
+svg.curve .axis {{ stroke: #888; }}
+svg.curve .tick {{ font-size: 10px; fill: #555; }}
+svg.curve polyline {{ fill: none; stroke-width: 1.8; }}
+svg.curve .recovered {{ stroke: {OKABE_ITO["blue"]}; }}
+svg.curve .random {{ stroke: {OKABE_ITO["grey"]}; stroke-dasharray: 4 3; }}
+svg.curve .marker {{ fill: {OKABE_ITO["vermillion"]}; }}
 circle.node {{ fill: #fff; stroke: #333; stroke-width: 1.2; }}
 .legend span {{ display: inline-block; margin-right: 12px; font-size: 13px; }}
 .legend i {{ display: inline-block; width: 18px; height: 4px; margin-right: 4px; vertical-align: middle; }}
@@ -358,7 +382,8 @@ def circuit_page(panels: list[CircuitPanel], source: str = "") -> str:
 <h2>{html.escape(panel.title)}</h2>
 <p>{html.escape(_summary_line(panel))}</p>
 <div class="controls"><label>edge budget <input type="range" class="budget" min="0" step="1"></label>
-<span class="budget-label"></span><span class="faithfulness"></span></div>
+<span class="budget-label"></span><span class="faithfulness"></span>
+<svg class="curve" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="faithfulness curve"></svg></div>
 <div class="scroll"><svg class="graph" xmlns="http://www.w3.org/2000/svg" role="img"
  aria-label="{html.escape(title)}, {html.escape(panel.title)}"></svg></div>
 </section>""")
