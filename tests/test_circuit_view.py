@@ -81,6 +81,15 @@ def test_make_figures_writes_one_page_per_circuit(tmp_path):
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page), "the page loads something from the network"
 
 
+def test_a_missing_table_is_one_error_naming_it(tmp_path):
+    for table in RESULTS.glob(f"circuit*_{STEM}.csv"):
+        shutil.copy(table, tmp_path / table.name)
+    (tmp_path / f"circuit_curve_{STEM}.csv").unlink()
+    written, errors = make_figures(tmp_path, tmp_path / "figures", formats=("html",), log=lambda line: None)
+    assert written == [] and len(errors) == 1
+    assert f"circuit_{STEM}.csv" in errors[0] and f"circuit_curve_{STEM}.csv is missing" in errors[0]
+
+
 PROBE = """<script>
 window.__errors = [];
 window.addEventListener('error', e => window.__errors.push(String(e.message || e.target && e.target.src)), true);

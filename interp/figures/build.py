@@ -158,7 +158,7 @@ def circuit_views(results_dir: str | Path, model: str | None = None,
     for path in paths:
         try:
             panels = load_circuit_panels(path)
-        except (*BAD_TABLE_ERRORS, FileNotFoundError) as err:
+        except BAD_TABLE_ERRORS as err:
             errors.append(table_error(path, err))
             continue
         if model is None or panels[0].model == model:

@@ -148,7 +148,11 @@ def load_circuit_panels(circuit_csv: str | Path) -> list[CircuitPanel]:
     folder = circuit_csv.parent
 
     def beside(table: str, required) -> list[dict]:
-        rows = read_csv(folder / f"{table}_{rest}.csv", required=required)
+        path = folder / f"{table}_{rest}.csv"
+        if not path.is_file():
+            raise ValueError(f"results file {circuit_csv}: {path.name} is missing beside it (analyses/find_circuit.py "
+                             f"writes the circuit_* tables together)")
+        rows = read_csv(path, required=required)
         if not rows:
             raise ValueError(f"results file {folder / f'{table}_{rest}.csv'} has a header but no rows")
         return rows
