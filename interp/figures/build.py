@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from interp.core.naming import result_files, slug
 from interp.data.tasks import TASK_NAMES, get_task
 from interp.figures.ablation import ablation_figure
+from interp.figures.circuit_view import CircuitPanel, load_circuit_panels, save_circuit_view
 from interp.figures.edges import edge_figures
 from interp.figures.accuracy import accuracy_length_figure
 from interp.figures.export import STATIC_FORMATS, StaticExporter, save_figure
@@ -141,6 +142,30 @@ def _finetune_figures(results_dir: Path, model: str | None, log) -> Built:
     return figures, errors
 
 
+def circuit_views(results_dir: str | Path, model: str | None = None,
+                  log=print) -> tuple[list[tuple[str, list[CircuitPanel]]], list[str]]:
+    """Every published circuit in ``results_dir`` (``model``'s only, when given) as ``(file stem, panels)``
+    for its interactive page, and the errors (bad files).
+
+    >>> views, errors = circuit_views("results", "planted-ub", log=lambda line: None)
+    >>> [stem for stem, _ in views], errors  # run from the repository's root
+    (['circuit_planted-ub_UB'], [])
+    """
+    paths = result_files(results_dir, "circuit")
+    if not paths:
+        log(f"note: skipping circuit views: no {results_dir}/circuit_<model>_<task>.csv (written by analyses/find_circuit.py)")
+    views, errors = [], []
+    for path in paths:
+        try:
+            panels = load_circuit_panels(path)
+        except BAD_TABLE_ERRORS as err:
+            errors.append(table_error(path, err))
+            continue
+        if model is None or panels[0].model == model:
+            views.append((path.stem, panels))
+    return views, errors
+
+
 def make_figures(results_dir: str | Path = "results", out_dir: str | Path = "figures",
                  formats: Sequence[str] = ("html", "pdf", "png"), model: str | None = None, inline_js: bool = False,
                  log=print) -> tuple[list[Path], list[str]]:
@@ -155,9 +180,11 @@ def make_figures(results_dir: str | Path = "results", out_dir: str | Path = "fig
         ['.html']
     """
     figures, errors = build_figures(results_dir, model, log)
+    circuits, circuit_errors = circuit_views(results_dir, model, log)
+    errors += circuit_errors
     out_dir = Path(out_dir)
     written: list[Path] = []
-    if not figures:
+    if not figures and not circuits:
         return written, errors
     static = [f for f in formats if f in STATIC_FORMATS]
     exporter = StaticExporter() if static else None
@@ -166,6 +193,11 @@ def make_figures(results_dir: str | Path = "results", out_dir: str | Path = "fig
     try:
         for stem, fig in figures:
             paths = save_figure(fig, out_dir / stem, formats, exporter=exporter, inline_js=inline_js)
+            log(f"wrote {', '.join(str(p) for p in paths)}")
+            written += paths
+        for stem, panels in circuits:  # their own page (inline SVG, no plotly.js) beside a static plotly figure
+            paths = save_circuit_view(panels, out_dir / stem, formats, exporter=exporter,
+                                      source=f"{Path(results_dir).name}/{stem}.csv and the circuit_* tables beside it")
             log(f"wrote {', '.join(str(p) for p in paths)}")
             written += paths
     finally:
