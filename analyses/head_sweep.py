@@ -5,9 +5,11 @@ and answer log-probability (layer x head table).
 log-probability from one forward and one backward pass per batch (no accuracy column). By default
 it is AtP* (`--screen atp*`): first order, except that each head's effect on later heads' attention
 patterns through their queries and keys goes through the softmax exactly (`--qk-rows` pattern rows
-per prompt); `--screen first-order` is plain attribution patching. `--recheck K` replaces the K
-largest estimates by their exact values. Measured against the exact sweep in
-benchmarks/bench_attribution.py: use it to decide where to look, then sweep those heads exactly.
+per prompt); `--screen first-order` is plain attribution patching. `--verify K` spends K exact
+evaluations (one head ablated alone each) on the screen's largest estimates either way, in that
+order, and writes the verified ranking: exact where verified, estimated elsewhere, with a `status`
+column (verified / estimated). Measured against the exact sweep in benchmarks/bench_attribution.py
+and benchmarks/bench_verify.py (how many exact evaluations find the exact top 10).
 
 `--method path --heads 16.0,18.6` is the check for a head where the two disagree: the exact change
 at `--alphas` of the way to its ablation (the head alone moves), once as it is and once with every
@@ -28,10 +30,11 @@ import sys
 from interp.models.bridge import TransformerBridge
 from interp.interventions.ablation import ABLATION_KINDS, compute_head_means
 from interp.interventions.ablation_path import ablation_path, path_points
-from interp.interventions.attribution import DEFAULT_QK_ROWS, SCREENS, attribution_sweep, recheck
+from interp.interventions.attribution import DEFAULT_QK_ROWS, SCREENS, attribution_sweep
+from interp.interventions.verify import check_budget, verify_screen
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         fraction_list, heads_before_loading, load_model_from_args, positive_int, prompt_config_from_args,
-                        result_stem_from_args, run, seed,
+                        result_stem_from_args, run, seed, shape_before_loading,
                         source_from_args, task_name)
 from interp.cli.args import add_executor_args, executor_from_args, model_source_from_args
 from interp.data.paper_files import Generated, PaperData
@@ -67,8 +70,9 @@ def build_parser() -> Parser:
     parser.add_argument("--alphas", type=fraction_list, default=None,
                         help="with --method path: points of the way, in (0, 1]; 1 is always added "
                              "(default: 0.25,0.5,0.75,1)")
-    parser.add_argument("--recheck", type=int, default=0,
-                        help="with --method attribution: sweep the K largest estimates exactly (default: 0)")
+    parser.add_argument("--verify", type=int, default=None, metavar="K",
+                        help="with --method attribution: ablate the screen's first K heads (largest estimates "
+                             "either way) exactly and rank by exact values where verified (default: none)")
     parser.add_argument("--screen", default="atp*", choices=SCREENS,
                         help="with --method attribution: 'atp*' (QK fix, default) or 'first-order'")
     parser.add_argument("--qk-rows", type=positive_int, default=DEFAULT_QK_ROWS,
@@ -82,16 +86,17 @@ def build_parser() -> Parser:
 
 def check_method_args(parser: Parser, args) -> None:
     """Refuse options that refine a method other than the one chosen (one line naming them)."""
-    if args.method == "exact" and (args.recheck or args.ig_steps != 1):
-        fail(parser, "--recheck/--ig-steps", "they refine --method attribution; the exact sweep needs neither")
+    if args.method == "exact" and (args.verify is not None or args.ig_steps != 1):
+        fail(parser, "--verify/--ig-steps", "they refine --method attribution; the exact sweep needs neither")
     if args.ig_steps != 1 and args.screen != "first-order":
         fail(parser, "--ig-steps", "integrated gradients refine the first-order screen; add --screen first-order")
-    if args.recheck < 0:
-        fail(parser, "--recheck", f"expected a number of heads >= 0, got {args.recheck}")
+    if args.verify is not None:
+        shape = shape_before_loading(args)
+        check_verify(parser, args.verify, shape.n_layers * shape.n_heads if shape else None)
     if args.method == "path" and not args.heads:
         fail(parser, "--heads", "--method path follows the heads it is given, e.g. --heads 16.0,18.6")
-    if args.method == "path" and args.recheck:
-        fail(parser, "--recheck", "it refines --method attribution; --method path measures its heads exactly")
+    if args.method == "path" and args.verify is not None:
+        fail(parser, "--verify", "it refines --method attribution; --method path measures its heads exactly")
     if args.method != "path" and args.alphas is not None:
         fail(parser, "--alphas", f"points of the way refine --method path; --method {args.method} takes none")
     if args.method == "path":
@@ -163,28 +168,30 @@ def path_heads(model: TransformerBridge, encoded, heads, means, args) -> None:
 
 def screen_heads(parser, model: TransformerBridge, encoded, task: str, length: int, heads, means, args) -> None:
     """The attribution screen of every head (rows of ``heads`` only, when given), with the
-    ``--recheck`` largest estimates replaced by exact values."""
-    if args.recheck > model.cfg.n_layers * model.cfg.n_heads:
-        fail(parser, "--recheck", f"{args.recheck} heads, but the model has {model.cfg.n_layers * model.cfg.n_heads}")
+    screen's first ``--verify`` heads ablated exactly."""
+    if args.verify is not None:
+        check_verify(parser, args.verify, model.cfg.n_layers * model.cfg.n_heads)
     screen = attribution_sweep(model, encoded, args.kind, means, args.batch_size, args.ig_steps, progress=not args.quiet,
                                screen=args.screen, qk_rows=args.qk_rows)
-    rows = screen.rows(task, length, model_name(model))
-    if args.recheck:
-        table = recheck(model, encoded, screen, args.recheck, means, args.batch_size, progress=not args.quiet)
-        checked = set(screen.flagged_heads(args.recheck))
-        base = screen.clean.mean_logprob.mean().item()
-        for row in rows:
-            if (row["layer"], row["head"]) in checked:
-                delta = table[row["layer"], row["head"]].item()
-                row |= {"delta_logprob": delta, "mean_logprob": base + delta, "estimate": f"exact ({args.kind})"}
+    result = screen if args.verify is None else verify_screen(model, encoded, screen, args.verify, means,
+                                                               args.batch_size, progress=not args.quiet)
+    rows = result.rows(task, length, model_name(model))
     if heads is not None:
         wanted = set(heads)
         rows = [r for r in rows if (r["layer"], r["head"]) in wanted]
     write_table(rows, result_stem_from_args(args, "head_screen"), metadata={"args": vars(args)})
     print(f"clean accuracy {screen.clean.accuracy:.3f}; heads whose ablation is estimated to hurt {task} most "
-          f"(log-prob, {screen.method}):")
+          f"(log-prob, {screen.method}" + ("" if args.verify is None else f", {args.verify} verified exactly") + "):")
     for r in sorted(rows, key=lambda r: r["delta_logprob"])[:10]:
         print(f"  {r['layer']}.{r['head']}: log-prob change {r['delta_logprob']:+.3f} [{r['estimate']}]")
+
+
+def check_verify(parser, budget: int, n_heads: int | None) -> None:
+    """Refuse a ``--verify`` budget outside 1..heads (heads unknown before loading: 1.. only)."""
+    try:
+        check_budget(budget, n_heads if n_heads is not None else max(budget, 1), name="K")
+    except ValueError as err:
+        fail(parser, "--verify", str(err))
 
 
 if __name__ == "__main__":

@@ -33,8 +33,9 @@ from pathlib import Path
 from interp.cli import ArgumentTypeError, Namespace, Parser, fail, name_list, positive_int, run
 from interp.core.lm import LanguageModel
 from interp.interventions.ablation import ABLATION_KINDS, compute_head_means
-from interp.interventions.attribution import DEFAULT_QK_ROWS, agreement, attribution_sweep, recheck
+from interp.interventions.attribution import DEFAULT_QK_ROWS, agreement, attribution_sweep
 from interp.interventions.sweep import head_sweep
+from interp.interventions.verify import verify_screen
 from interp.measure.encoding import encode_for
 from interp.measure.evaluate import task_prompts
 from interp.models import load_model
@@ -116,8 +117,8 @@ def estimators(model: LanguageModel, encoded, kind: str, means, batch_size: int,
             method = "first-order" if variant.startswith("fo-") else "atp*"
             k = int(variant.split("recheck")[1])
             label = "first-order" if method == "first-order" else "AtP*"
-            table[f"{label} + exact recheck of {k} heads"] = lambda k=k, method=method: recheck(
-                model, encoded, screen(method=method), k, means, batch_size, progress=False)
+            table[f"{label} + exact recheck of {k} heads"] = lambda k=k, method=method: verify_screen(
+                model, encoded, screen(method=method), k, means, batch_size).delta_logprob()
     return table
 
 

@@ -38,8 +38,9 @@ def refused(main, argv, capsys) -> str:
     ("directional_bias", ["--lengths", "20-5"], "argument --lengths: range '20-5' is empty"),
     ("head_sweep", ["--task", "UX"], "argument --task: unknown task 'UX'"),
     ("head_sweep", ["--heads", "1.x"], "--heads: cannot read head '1.x'"),
-    ("head_sweep", ["--recheck", "3"], "argument --recheck/--ig-steps: they refine --method attribution"),
-    ("head_sweep", ["--method", "attribution", "--recheck", "-1"], "argument --recheck: expected a number of heads >= 0"),
+    ("head_sweep", ["--verify", "3"], "argument --verify/--ig-steps: they refine --method attribution"),
+    ("head_sweep", ["--method", "attribution", "--verify", "0"], "argument --verify: K=0 must be >= 1"),
+    ("head_sweep", ["--method", "attribution", "--verify", "-1"], "argument --verify: K=-1 must be >= 1"),
     ("head_sweep", ["--method", "attribution", "--ig-steps", "2"], "argument --ig-steps: integrated gradients refine the first-order"),
     ("head_sweep", ["--method", "attribution", "--screen", "exact"], "argument --screen: invalid choice"),
     ("head_sweep", ["--method", "path"], "argument --heads: --method path follows the heads it is given"),
@@ -73,7 +74,7 @@ def test_bad_arguments_are_refused_before_any_model_work(script, argv, fragment,
     ("ablate_heads", ["--k", "3"], "argument --k: k=3: the random-head control needs 3 heads outside"),
     ("head_sweep", ["--task", "UR", "--length", "700"], "argument --length: the longest prompt + answer has"),
     ("head_sweep", ["--heads", "2.0"], "--heads: head 2.0 is out of range"),
-    ("head_sweep", ["--method", "attribution", "--recheck", "9"], "argument --recheck: 9 heads, but the model has 8"),
+    ("head_sweep", ["--method", "attribution", "--verify", "9"], "argument --verify: K=9 exact evaluations, but the model has 8 heads"),
     ("directional_bias", ["--tasks", "UR", "--lengths", "600"], "argument --lengths: UR at length 600"),
     ("ablate_heads", ["--adapter", "ub", "--k", "1"], "--adapter: "),
 ])
@@ -137,17 +138,18 @@ def test_heads_must_be_whole_numbers_and_sweeps_unique(tiny_llama):
         head_sweep(tiny_llama, [], heads=[(1, 2), (0, 1), (1, 2)], progress=False)
 
 
-def test_the_attribution_screen_writes_estimates_and_exact_rechecks(tmp_path, capsys):
+def test_the_attribution_screen_writes_estimates_and_verified_heads(tmp_path, capsys):
     import head_sweep
 
     from interp.core.tables import read_csv
 
     argv = [*TINY, "--out", str(tmp_path), "--task", "UF", "--length", "4", "--n", "3", "--method", "attribution"]
-    assert head_sweep.main([*argv, "--recheck", "2"]) == 0
+    assert head_sweep.main([*argv, "--verify", "2"]) == 0
     rows = read_csv(tmp_path / "head_screen_tiny-llama.csv")
     assert len(rows) == 8 and not (tmp_path / "head_sweep_tiny-llama.csv").exists()
     kinds = sorted(r["estimate"] for r in rows)
     assert kinds.count("exact (zero)") == 2 and kinds.count("AtP* (QK fix) (zero)") == 6
+    assert sorted(r["status"] for r in rows) == ["estimated"] * 6 + ["verified"] * 2
     assert "estimated to hurt UF most" in capsys.readouterr().out
     assert head_sweep.main([*argv, "--screen", "first-order", "--ig-steps", "2"]) == 0
     rows = read_csv(tmp_path / "head_screen_tiny-llama.csv")

@@ -49,7 +49,7 @@ def test_a_path_given_out_of_order_still_reads_its_share_right():
 @pytest.mark.parametrize("argv, fragment", [
     (["--alphas", "0.5,1"], "argument --alphas: points of the way refine --method path; --method exact takes none"),
     (["--method", "attribution", "--alphas", "0.5"], "argument --alphas: points of the way refine --method path"),
-    (["--method", "path", "--heads", "0.1", "--recheck", "3"], "argument --recheck: it refines --method attribution"),
+    (["--method", "path", "--heads", "0.1", "--verify", "3"], "argument --verify: it refines --method attribution"),
     (["--method", "path", "--heads", "0.1", "--alphas", "1e-300"], "argument --alphas: points of the way must be in"),
     (["--method", "path", "--heads", "0.1", "--alphas", "0,1"], "argument --alphas: points of the way must be in"),
     (["--method", "path", "--heads", "0.1", "--alphas", "nan"], "argument --alphas: expected comma-separated numbers"),

@@ -34,7 +34,6 @@ from interp.core.naming import model_name as name_of_model
 from interp.core.results import Tabular, heads_summary, ranked_heads, score_and_k
 from interp.prompts import EncodedPrompt
 from interp.interventions.qk_fix import hook_names, qk_corrections
-from interp.interventions.sweep import head_sweep
 from interp.measure.teacher_forcing import AnswerPositions, AnswerScores, answer_rows, select_positions_hook
 
 Metric = Callable[[Float[Tensor, "batch out_pos vocab"]], Float[Tensor, " batch"]]
@@ -248,8 +247,8 @@ class AttributionResult(Tabular):
         return ranked_heads(self.delta_logprob(), k, descending=False)
 
     def flagged_heads(self, k: int) -> list[Head]:
-        """The ``k`` heads with the largest estimated change either way: the ones to re-check
-        exactly (a head whose ablation effect a linearization gets wrong often still shows a
+        """The ``k`` heads with the largest estimated change either way: the order in which
+        [`verify_screen`][interp.interventions.verify.verify_screen] checks them exactly (a head whose ablation effect a linearization gets wrong often still shows a
         large estimate, of the wrong sign)."""
         return ranked_heads(self.delta_logprob().abs(), k)
 
@@ -342,23 +341,6 @@ def _batch_estimate(model: TransformerBridge, tokens: Int[Tensor, "batch pos"], 
         with torch.no_grad(), model.hooks(fwd_hooks=hooks):
             logits = model(tokens.to(model.cfg.device))
     return logits, torch.stack(estimates).mean(0)
-
-def recheck(model: TransformerBridge, encoded: Sequence[EncodedPrompt], screen: AttributionResult, k: int = 10,
-            means: HeadMeans | None = None, batch_size: int = 8, progress: bool = False) -> Float[Tensor, "layer head_index"]:
-    """The screen's estimates with the ``k`` flagged heads (largest estimated change) replaced by
-    their exact single-head ablation effect from ``head_sweep``: screen, then pay for ``k``
-    heads instead of all.
-
-    >>> screen = attribution_sweep(model, encoded, progress=False)  # doctest: +SKIP
-    >>> table = recheck(model, encoded, screen, k=3, progress=False)  # 3 heads exact, the rest estimated  # doctest: +SKIP
-    """
-    table = screen.delta_logprob().clone()
-    if k == 0:
-        return table
-    exact = head_sweep(model, encoded, screen.flagged_heads(k), screen.kind, means, batch_size, progress)
-    checked = exact.delta_logprob_table(*table.shape)
-    return torch.where(torch.isnan(checked), table, checked)
-
 
 # --------------------------------------------------------------------------- agreement with the exact sweep
 
