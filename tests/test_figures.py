@@ -344,3 +344,16 @@ def test_head_scores_page_shows_one_colour_scale(tmp_path):
     assert len(re.findall(r'<g class="[^"]*\bcolorbar\b', dom)) == 1, "one colour bar for every panel's attention scores"
     ticks = [float(t) for t in re.findall(r'class="ycbcoloraxistick"><text[^>]*data-unformatted="([\d.]+)"', dom)]
     assert min(ticks) == 0.0 and max(ticks) == 1.0, f"the scale reads {ticks}, not shares of attention from 0 to 1"
+
+
+def test_a_variant_table_of_the_same_model_names_its_figure_once(tmp_path):
+    """A second table of one model (e.g. heads chosen by another score) gets the table's own name
+    after the figure prefix, not the model label twice."""
+    import shutil
+
+    from interp.figures.build import build_figures
+
+    for name in ("ablation_planted-ub", "ablation_planted-ub_anti-by-duplicate_v_composition"):
+        shutil.copy(f"results/{name}.csv", tmp_path / f"{name}.csv")
+    names = [stem for stem, _ in build_figures(tmp_path, log=lambda line: None)[0]]
+    assert sorted(names) == ["ablation_planted-ub", "ablation_planted-ub_anti-by-duplicate_v_composition"]

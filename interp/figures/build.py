@@ -7,7 +7,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from interp.core.naming import result_files, slug
+from interp.core.naming import result_files, slug, split_result_stem
 from interp.data.tasks import TASK_NAMES, get_task
 from interp.figures.ablation import ablation_figure
 from interp.figures.circuit_view import CircuitPanel, load_circuit_panels, save_circuit_view
@@ -89,7 +89,8 @@ def _per_model_figures(results_dir: Path, model: str | None, log) -> Built:
                 for m in [m for m in models_in(rows) if model is None or m == model]:
                     stem = f"{prefix}_{slug(m)}"
                     if stem in used:  # the same model in another run's file: tell them apart by the file
-                        stem += path.stem[len(Path(name).stem):]
+                        rest = split_result_stem(path.stem)[1]  # model label and variants, as the file names them
+                        stem = f"{prefix}_{rest}" if rest.startswith(slug(m)) else f"{stem}_{rest}"
                     used.add(stem)
                     made.append((stem, PER_MODEL_FIGURES[kind](rows, m, source=str(path))))
             except BAD_TABLE_ERRORS as err:
