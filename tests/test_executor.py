@@ -48,7 +48,7 @@ def test_ray_missing_is_one_line_naming_the_extra(monkeypatch, capsys):
     finally:
         sys.path.remove("analyses")
     with pytest.raises(SystemExit) as exit_:
-        run(ablate_heads.main, ["--model", "tiny-llama", "--executor", "ray", "--workers", "2"])
+        run(ablate_heads.main, ["--model", "tiny-llama", "--k", "2", "--executor", "ray", "--workers", "2"])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "Traceback" not in err
     assert err.strip().splitlines()[-1].endswith(

@@ -39,7 +39,7 @@ def test_ctrl_c_is_one_line_saying_how_to_resume(capsys):
 
 def test_ctrl_c_during_a_study_is_one_line_and_keeps_its_rows(tmp_path):
     common = [sys.executable, str(ROOT / "analyses" / "directional_bias.py"), "--model", "tiny-gpt2", "--device", "cpu",
-              "--quiet", "--tasks", "UF,UB", "--lengths", "5-9", "--n", "4", "--out", str(tmp_path)]
+              "--quiet", "--tasks", "UF,UB,UR,UL", "--lengths", "5-40", "--n", "4", "--out", str(tmp_path)]
     journal = tmp_path / "directional_bias_tiny-gpt2.partial.jsonl"
     first = subprocess.Popen(common, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
     deadline = time.monotonic() + 120

@@ -24,9 +24,11 @@ def say(message: str) -> None:
 
 
 class _TqdmHandler(logging.Handler):
+    # Progress records go where ``say`` writes (stdout); warnings and errors to stderr, so that a
+    # refused run's stderr is its one error line.
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            tqdm.write(self.format(record), file=sys.stderr)
+            tqdm.write(self.format(record), file=sys.stderr if record.levelno >= logging.WARNING else sys.stdout)
         except Exception:  # a broken stream must not end the run (logging's own convention)
             self.handleError(record)
 
