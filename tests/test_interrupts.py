@@ -41,7 +41,10 @@ def test_ctrl_c_during_a_study_is_one_line_and_keeps_its_rows(tmp_path):
     common = [sys.executable, str(ROOT / "analyses" / "directional_bias.py"), "--model", "tiny-gpt2", "--device", "cpu",
               "--quiet", "--tasks", "UF,UB,UR,UL", "--lengths", "5-40", "--n", "4", "--out", str(tmp_path)]
     journal = tmp_path / "directional_bias_tiny-gpt2.partial.jsonl"
-    first = subprocess.Popen(common, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
+    # A shell that starts a job in the background ignores SIGINT for it, and Python then keeps it ignored:
+    # give the script the default disposition a terminal's Ctrl-C meets.
+    first = subprocess.Popen(common, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(),
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not (journal.exists() and len(journal.read_text().splitlines()) >= 2):
         assert first.poll() is None, first.stderr.read()

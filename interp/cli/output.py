@@ -41,6 +41,7 @@ def log_through_tqdm(level: int = logging.INFO, logger: logging.Logger | None = 
     >>> demo = logging.getLogger("demo")
     >>> log_through_tqdm(logger=demo)
     >>> demo.info("trained 10 steps")
+    INFO demo: trained 10 steps
     >>> [type(h).__name__ for h in demo.handlers]
     ['_TqdmHandler']
     """
