@@ -124,21 +124,19 @@ def head_sweep(model: TransformerBridge, encoded: Sequence[EncodedPrompt], heads
     With a distributed ``executor`` the layers are split across its workers (each loads the model
     from ``model_source`` and runs the clean batches itself); the result is the same.
     """
-    if executor is not None and executor.name != "serial":
-        heads = validate_heads(heads if heads is not None else all_heads(model), model.cfg.n_layers, model.cfg.n_heads)
+    if heads_per_pass < 1:
+        raise ValueError(f"heads_per_pass={heads_per_pass} must be >= 1")
+    heads = validate_heads(heads if heads is not None else all_heads(model), model.cfg.n_layers, model.cfg.n_heads)
+    if len(set(heads)) != len(heads):
+        raise ValueError("heads: each head may be swept once; the list repeats "
+                         + ", ".join(sorted({str(h) for h in heads if heads.count(h) > 1})))
+    if executor is not None and executor.name != "serial":  # checked above, once, for both paths
         layers = sorted({h.layer for h in heads})
         groups = [[h for h in heads if h.layer == layer] for layer in layers]
         shared = (list(encoded), kind, means, batch_size, heads_per_pass)
         parts = dict(executor.map(_sweep_cell, groups, model_source, shared))
         by_head = {h: scores for part in parts.values() for h, scores in zip(part.heads, part.ablated)}
         return SweepResult(list(heads), parts[0].clean, [by_head[h] for h in heads], name_of_model(model))
-    if heads_per_pass < 1:
-        raise ValueError(f"heads_per_pass={heads_per_pass} must be >= 1")
-    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
-    heads = validate_heads(heads if heads is not None else all_heads(model), n_layers, n_heads)
-    if len(set(heads)) != len(heads):
-        raise ValueError("heads: each head may be swept once; the list repeats "
-                         + ", ".join(sorted({str(h) for h in heads if heads.count(h) > 1})))
     by_layer: dict[int, list[int]] = {}
     for head in heads:
         by_layer.setdefault(head.layer, []).append(head.head)
