@@ -72,8 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as err:
             fail(parser, input_error_argument(str(err), args), str(err).removeprefix("--data: ").removeprefix("--n "))
         progress = not args.quiet
+        source = model_source_from_args(args)
         scores = study_head_scores(model, scores_stem, config, args.score_sequences, progress,
-                                   metadata={"adapter": args.adapter}, log=say)
+                                   metadata={"adapter": args.adapter}, log=say, executor=executor, model_source=source)
         for name in (config.induction_by, config.anti_by):
             top = scores.top_heads(name, args.k)
             say(f"top {args.k} {name} heads: " + ", ".join(f"{h} ({float(scores[name][h]):.3f})" for h in top))
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         if journal.done():
             say(f"resuming: {len(journal.done())} finished cells in {journal.path}")
         rows = ablation_study(model, scores, config, progress=progress, log=say, journal=journal, executor=executor,
-                              model_source=model_source_from_args(args))
+                              model_source=source)
         summary = ablation_summary(rows)
         written = write_table(summary, result_stem_from_args(args, "ablation_summary", chosen), metadata=run_config)
         written = journal.finish(rows, ABLATION_COLUMNS, metadata=run_config) + written

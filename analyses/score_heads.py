@@ -1,7 +1,8 @@
 """Per-head induction, anti-induction and previous-token scores (repeated random tokens), the
 mechanism scores of interp.measure.mechanism_scores (duplicate-token, reversed probe, K/V composition with
 the previous-token heads, duplicate_v_composition), plus attention to the answer's source on task
-prompts; writes the layer x head table.
+prompts; writes the layer x head table. `--executor ray --workers N` spreads the task cells (one per
+task) over N Ray actors (docs/guide/cluster.md); the probe scores run here.
 
 Writes <out>/head_scores_<model>.* (with an adapter the model reads `smollm2-135m+ub`).
 """
@@ -13,6 +14,7 @@ import sys
 from interp.cli import (Parser, add_model_args, add_output_args, add_prompt_args, add_source_args, fail,
                         input_error_argument, load_model_from_args, name_list, positive_int, positive_int_list,
                         prompt_config_from_args, result_stem_from_args, run, seed, source_from_args)
+from interp.cli.args import add_executor_args, executor_from_args, model_source_from_args
 from interp.core.lm import LanguageModel, context_length
 from interp.core.locking import TableLock
 from interp.core.naming import model_name
@@ -38,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     add_output_args(parser)
     add_prompt_args(parser)
     add_source_args(parser)
+    add_executor_args(parser)
     parser.add_argument("--n", type=positive_int, default=100, help="repeated random sequences (default: 100, as the paper)")
     parser.add_argument("--half-length", type=positive_int, default=50, help="tokens per copy (default: 50)")
     parser.add_argument("--bos", action="store_true", help="prefix each probe with BOS (the paper does not)")
@@ -56,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     config = AblationConfig(tasks=tasks or ("UF",), lengths=tuple(args.lengths), n_examples=args.task_n, seed=args.seed,
                             prompt_config=prompt_config_from_args(parser, args, tasks), random_seeds=(),
                             source=source_from_args(parser, args, tasks or ["UF"]))
-    with TableLock(stem):  # before the model loads: a second run on this table is refused at once
+    # before the model loads: a second run on this table, or an executor that cannot start, is refused at once
+    with TableLock(stem), executor_from_args(parser, args) as executor:
         model = load_model_from_args(args)
         check_probe_length(parser, model, args.half_length, args.bos)
         if tasks:
@@ -68,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                              prepend_bos=args.bos, progress=not args.quiet)
         if tasks:
             add_task_attention(model, scores, ablation_prompt_sets(model, config), config.prompt_config,
-                               progress=not args.quiet)
+                               progress=not args.quiet, executor=executor, model_source=model_source_from_args(args))
         rows = scores.rows()
         write_table(rows, stem, metadata=scores.metadata | {"model": model_name(model), "dtype": model_dtype(model),
                                                             "adapter": args.adapter})

@@ -25,8 +25,16 @@ every name's module imported, on a busy 2-core machine; docs/benchmarks.md)."""
 
 from __future__ import annotations
 
+import os
 from importlib import import_module
 from typing import TYPE_CHECKING
+
+# Intel MKL picks its matrix-product kernels by thread count: a product of a few rows (the answer
+# positions' unembedding) then differs in its last bits between a 2-thread run and a 1-thread
+# worker, and a study on Ray would not write the serial table byte for byte. Strict conditional
+# numerical reproducibility makes MKL's results independent of the thread count. A value the user
+# set is kept; Ray workers inherit it from the driver's environment.
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on first use
     from interp.core.heads import Head, HeadLike, parse_heads

@@ -3,7 +3,9 @@ address that does not answer."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import sys
 
 import pytest
@@ -76,3 +78,23 @@ def test_make_executor_names():
         make_executor("dask")
     with pytest.raises(ValueError, match="--workers: expected an integer >= 1, got 0"):
         RayExecutor(workers=0)
+
+
+def test_a_few_rows_product_does_not_depend_on_the_thread_count():
+    """A Ray worker runs on one thread where the serial run uses every core: the answer positions'
+    unembedding (a few rows times the vocabulary) must give the same bits on both, or a study on Ray
+    would not write the serial table. In a fresh interpreter, as a user's script starts."""
+    code = """
+import interp, torch
+torch.manual_seed(0)
+weight = torch.randn(576, 49152) * 0.05
+for rows in range(1, 17):
+    x = torch.randn(rows, 576)
+    torch.set_num_threads(2); two = x @ weight
+    torch.set_num_threads(1); one = x @ weight
+    assert torch.equal(one, two), rows
+print("same")
+"""
+    env = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.stdout.strip() == "same", done.stderr[-500:]

@@ -18,12 +18,13 @@ from interp.core.executor import ModelSource, RayExecutor  # noqa: E402
 from interp.core.journal import RowJournal  # noqa: E402
 from interp.core.tables import write_table  # noqa: E402
 from interp.data.tasks import get_task  # noqa: E402
-from interp.experiments import AblationConfig, ablation_study, directional_bias  # noqa: E402
+from interp.experiments import (AblationConfig, ablation_prompt_sets, ablation_study, add_task_attention,  # noqa: E402
+                                directional_bias)
 from interp.experiments.head_ablation import ABLATION_COLUMNS, ABLATION_ROW_SHAPE  # noqa: E402
 from interp.interventions.sweep import head_sweep  # noqa: E402
 from interp.measure.encoding import encode_for  # noqa: E402
 from interp.measure.evaluate import task_prompts  # noqa: E402
-from interp.measure.head_scores import score_heads  # noqa: E402
+from interp.measure.head_scores import HeadScores, score_heads  # noqa: E402
 from interp.models import load_model  # noqa: E402
 
 TINY = ModelSource("tiny-llama cpu", partial(load_model, "tiny-llama", device="cpu"))
@@ -71,6 +72,19 @@ def test_three_studies_give_the_serial_tables(executor, tiny_llama, scores, seri
     serial_sweep = head_sweep(tiny_llama, encoded, progress=False).rows("UF", 5)
     assert head_sweep(tiny_llama, encoded, progress=False, executor=executor,
                       model_source=TINY).rows("UF", 5) == serial_sweep
+
+
+def test_task_attention_scores_on_ray_write_the_serial_head_score_table(executor, tiny_llama, scores, tmp_path):
+    """score_heads' task cells (one per task) on two actors: the same table, byte for byte."""
+    prompt_sets = ablation_prompt_sets(tiny_llama, CONFIG)
+    tables = []
+    for name, kwargs in (("serial", {}), ("ray", {"executor": executor, "model_source": TINY})):
+        with_attention = add_task_attention(tiny_llama, HeadScores(dict(scores.scores)), prompt_sets,
+                                            CONFIG.prompt_config, **kwargs)
+        assert {"attn_UF", "attn_UB"} <= set(with_attention.scores)
+        written = write_table(with_attention.rows(), tmp_path / name / "head_scores_tiny-llama")
+        tables.append(b"".join(path.read_bytes() for path in written))
+    assert tables[0] == tables[1]
 
 
 def _killing_load(marker: str):

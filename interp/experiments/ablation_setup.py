@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 
+from interp.core.executor import NO_MODEL, Executor, ModelSource, SerialExecutor
 from interp.core.heads import Head
 from interp.core.locking import TableLock
 from interp.core.naming import model_name
@@ -135,9 +136,13 @@ def reference_means(model: TransformerBridge, config: AblationConfig, vocabulary
 
 
 def add_task_attention(model: TransformerBridge, scores: HeadScores, prompt_sets: dict[tuple[str, int], Sequence], prompt_config: PromptConfig,
-                       batch_size: int = 8, progress: bool = False) -> HeadScores:
+                       batch_size: int = 8, progress: bool = False, executor: Executor | None = None,
+                       model_source: ModelSource = NO_MODEL) -> HeadScores:
     """Add ``attn_<task>`` scores (mean attention from each output position to its answer's
     source position, over the given prompts; lengths pooled) to ``scores``.
+
+    Each task is a cell of ``executor`` (default: here, one after the other); a distributed one
+    loads the model on each worker from ``model_source``. Every executor gives the same scores.
 
     >>> import torch
     >>> from interp.models import load_model
@@ -152,10 +157,30 @@ def add_task_attention(model: TransformerBridge, scores: HeadScores, prompt_sets
     by_task: dict[str, list] = {}
     for (task, _), prompts in prompt_sets.items():
         by_task.setdefault(task, []).extend(prompts)
-    for task, prompts in by_task.items():
-        encoded = encode_for(model, prompts, prompt_config)
-        scores.scores[f"attn_{task}"] = task_attention_scores(model, prompts, encoded, batch_size, progress)
+    executor = executor or SerialExecutor()
+    # A bar per cell only where cells run here, one at a time.
+    shared = _AttentionShared(prompt_config, batch_size, progress and executor.name == "serial")
+    cells = list(by_task.items())
+    attention = dict(executor.map(_task_attention_cell, cells, model_source, shared, model))
+    for index, (task, _) in enumerate(cells):  # the tasks' order, whatever order the cells finished in
+        scores.scores[f"attn_{task}"] = attention[index]
     return scores
+
+
+@dataclass(frozen=True)
+class _AttentionShared:
+    """What every task-attention cell reads."""
+
+    prompt_config: PromptConfig
+    batch_size: int
+    progress: bool
+
+
+def _task_attention_cell(model: TransformerBridge, shared: _AttentionShared, cell: tuple[str, list]):
+    """One task's attention-to-answer scores (module-level, so that it pickles for a worker)."""
+    _, prompts = cell
+    encoded = encode_for(model, prompts, shared.prompt_config)
+    return task_attention_scores(model, prompts, encoded, shared.batch_size, shared.progress)
 
 
 def ablation_prompt_sets(model: LanguageModel, config: AblationConfig, vocabulary: Sequence[str] | None = None) -> dict[tuple[str, int], list]:
@@ -201,7 +226,8 @@ def check_prompt_context(model: LanguageModel, config: AblationConfig) -> None:
 
 
 def study_head_scores(model: TransformerBridge, stem: Path, config: AblationConfig, n_sequences: int = 100, progress: bool = False,
-                      metadata: dict | None = None, log: Log = _quiet) -> HeadScores:
+                      metadata: dict | None = None, log: Log = _quiet, executor: Executor | None = None,
+                      model_source: ModelSource = NO_MODEL) -> HeadScores:
     """The head scores a study ranks heads by, with its ``attn_<task>`` columns: read back from
     ``stem`` when that table is whole and was written for the same model, dtype, probe and
     prompts (a re-run after an interruption), else computed and written there (``log`` says why).
@@ -234,6 +260,6 @@ def study_head_scores(model: TransformerBridge, stem: Path, config: AblationConf
             log(f"not reusing the head scores in {stem_file(stem, 'csv')}: {why_not}; computing them again")
         scores = all_head_scores(model, n_sequences=n_sequences, seed=config.seed, progress=progress)
         add_task_attention(model, scores, ablation_prompt_sets(model, config), config.prompt_config, config.batch_size,
-                           progress)
+                           progress, executor, model_source)
         write_table(scores.rows(), stem, metadata=scores.metadata | wanted)
     return scores
