@@ -86,3 +86,20 @@ def test_circuit_sensitivity_refuses_bad_arguments_before_any_work(argv, fragmen
         script.main(["--out", str(tmp_path), *argv])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and fragment in err.strip().splitlines()[-1] and "Traceback" not in err
+
+
+def test_summarize_rewrites_the_summaries_from_the_rows_without_a_model(tmp_path, capsys, monkeypatch):
+    import circuit_sensitivity as script
+    from interp.core.tables import read_csv, write_table
+
+    monkeypatch.setattr(script, "circuit_sensitivity", lambda *a, **k: pytest.fail("ran the study"))
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--out", str(tmp_path), "--summarize"])
+    assert exit_info.value.code == 2 and "--summarize" in capsys.readouterr().err
+    rows = [study.CircuitSensitivityRow("planted-ub", "UB", strength, 0, "exact", auc, auc, auc == 1.0, 2.0,
+                                        "logits<-a1.1", 1.0, "logits<-a1.0", 137, 5, accuracy, 30.0)
+            for strength, auc, accuracy in ((1.0, 1.0, 1.0), (0.5, 0.9, 0.0))]
+    write_table(rows, tmp_path / "circuit_sensitivity_planted")
+    assert script.main(["--out", str(tmp_path), "--summarize"]) == 0
+    stops = read_csv(tmp_path / "circuit_sensitivity_stops_planted.csv")
+    assert [(r["recovered_down_to"], r["stops_at"], r["task_stops_at"]) for r in stops] == [(1.0, 0.5, 0.5)]

@@ -137,7 +137,8 @@ class RecoveryShareRow:
 class RecoveryStopRow:
     """Per model, task and score: the lowest strength down to which every seed recovered the planted set at
     every strength (None: not even at full strength) and the first strength where one did not (None: never);
-    the same for the edges outside queries and keys (``outside_qk_*``)."""
+    the same for the edges outside queries and keys (``outside_qk_*``) and for the model's own accuracy on
+    the task (``task_*``: every prompt correct)."""
 
     model: str
     task: str
@@ -146,6 +147,8 @@ class RecoveryStopRow:
     stops_at: float | None
     outside_qk_down_to: float | None
     outside_qk_stops_at: float | None
+    task_down_to: float | None
+    task_stops_at: float | None
 
 
 @dataclass(frozen=True)
@@ -300,7 +303,7 @@ def recovery_stops(summary: Sequence[RecoveryShareRow]) -> list[RecoveryStopRow]
     >>> def share(strength, recovered, outside_qk=1.0):
     ...     return RecoveryShareRow("planted-uf", "UF", "exact", strength, 3, 1.0, 1.0, recovered, 1.0, outside_qk, 1.0)
     >>> recovery_stops([share(1.0, 1.0), share(0.9, 1.0), share(0.8, 2 / 3, 0.0), share(0.7, 1.0)])
-    [RecoveryStopRow(model='planted-uf', task='UF', method='exact', recovered_down_to=0.9, stops_at=0.8, outside_qk_down_to=0.9, outside_qk_stops_at=0.8)]
+    [RecoveryStopRow(model='planted-uf', task='UF', method='exact', recovered_down_to=0.9, stops_at=0.8, outside_qk_down_to=0.9, outside_qk_stops_at=0.8, task_down_to=0.7, task_stops_at=None)]
     """
     groups: dict[tuple[str, str, str], list[RecoveryShareRow]] = {}
     for row in summary:
@@ -309,7 +312,8 @@ def recovery_stops(summary: Sequence[RecoveryShareRow]) -> list[RecoveryStopRow]
     for key, g in groups.items():
         strengths = [row.strength for row in g]
         out.append(RecoveryStopRow(*key, *_down_to_and_stop([row.recovered for row in g], strengths),
-                                   *_down_to_and_stop([row.recovered_outside_qk for row in g], strengths)))
+                                   *_down_to_and_stop([row.recovered_outside_qk for row in g], strengths),
+                                   *_down_to_and_stop([row.mean_clean_accuracy for row in g], strengths)))
     return out
 
 
