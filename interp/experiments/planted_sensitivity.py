@@ -235,16 +235,26 @@ def sensitivity_study(config: SensitivityConfig = SensitivityConfig(), progress:
     return [row for index in sorted(parts) for row in parts[index]]
 
 
-def _sensitivity_cell(_model: None, config: SensitivityConfig, cell: tuple[str, float, int]) -> list[SensitivityRow]:
-    """One circuit x strength x noise seed, on whichever worker runs it (module-level, so that it pickles)."""
+def noisy_planted_model(model: str, strength: float, seed: int) -> TransformerBridge:
+    """The planted model ``model`` at ``strength``, its noise drawn with ``seed`` (``load_model`` has no
+    noise seed, so the bridge is built here), on the CPU.
+
+    >>> noisy_planted_model("planted-ub", 0.5, seed=1).cfg.n_layers
+    2
+    """
     from interp.models.loading import bridge_from_hf
     from interp.models.planted import planted_hf_model
 
+    name = f"{model}@{strength}"
+    hf_model, tokenizer = planted_hf_model(name, seed=seed)
+    return bridge_from_hf(hf_model, tokenizer, name, torch.device("cpu"))
+
+
+def _sensitivity_cell(_model: None, config: SensitivityConfig, cell: tuple[str, float, int]) -> list[SensitivityRow]:
+    """One circuit x strength x noise seed, on whichever worker runs it (module-level, so that it pickles)."""
     circuit_name, strength, seed = cell
     circuit = CIRCUITS[circuit_name]
-    name = f"{circuit.model}@{strength}"
-    hf_model, tokenizer = planted_hf_model(name, seed=seed)  # load_model has no noise seed: build the bridge here
-    verdicts, clean = _instrument_rows(bridge_from_hf(hf_model, tokenizer, name, torch.device("cpu")), circuit, config)
+    verdicts, clean = _instrument_rows(noisy_planted_model(circuit.model, strength, seed), circuit, config)
     return [SensitivityRow(circuit_name, circuit.model, strength, seed, v.instrument, v.target, v.found, v.value,
                            v.runner_up, clean) for v in verdicts]
 
@@ -292,4 +302,5 @@ def _previous(summary: Sequence[FoundShareRow], row: FoundShareRow) -> float:
 
 
 __all__ = ["CIRCUITS", "SCREENS", "FoundDownToRow", "FoundShareRow", "InstrumentVerdict", "PlantedCircuit",
-           "SensitivityConfig", "SensitivityRow", "found_summary", "sensitivity_study", "weakest_found"]
+           "SensitivityConfig", "SensitivityRow", "found_summary", "noisy_planted_model", "sensitivity_study",
+           "weakest_found"]
