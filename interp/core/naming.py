@@ -93,7 +93,7 @@ RESULT_KINDS = (
     "edge_patching", "edge_patching_layers", "finetune", "trained", "from_scratch", "from_scratch_summary",
     "theory_table", "planted_sensitivity", "planted_sensitivity_summary",
     "lorem_ipsum", "lorem_ipsum_summary", "git_history", "claims", "claims_matrix",
-    "circuit", "circuit_summary", "circuit_curve", "circuit_components", "circuit_edges",
+    "circuit", "circuit_summary", "circuit_curve", "circuit_components", "circuit_edges", "circuit_attention",
 )
 
 
