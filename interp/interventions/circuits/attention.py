@@ -90,17 +90,17 @@ class AttentionEdgeSet:
 def check_counterfactual(method: str, counterfactual: str, steps: int = 1) -> None:
     """`scores.check_method`, with the paper's counterfactual allowed where no input is interpolated.
 
+    >>> check_counterfactual("exact", "previous_token_cut") is None
+    True
     >>> check_counterfactual("eap-ig", "previous_token_cut")
     Traceback (most recent call last):
     ...
-    ValueError: method='eap-ig' interpolates the input toward the counterfactual prompt; it needs counterfactual='corrupt', not 'previous_token_cut'
+    ValueError: counterfactual='previous_token_cut'; expected one of corrupt, zero, mean
     """
     if counterfactual not in ATTENTION_COUNTERFACTUALS:
         raise ValueError(f"counterfactual={counterfactual!r}; expected one of {', '.join(ATTENTION_COUNTERFACTUALS)}")
-    if method == "eap-ig" and counterfactual != "corrupt":
-        raise ValueError(f"method='eap-ig' interpolates the input toward the counterfactual prompt; it needs "
-                         f"counterfactual='corrupt', not {counterfactual!r}")
-    check_method(method, "corrupt" if counterfactual == "previous_token_cut" else counterfactual, steps)
+    # a run of the clean prompt, like zero and mean: it has no input to interpolate toward
+    check_method(method, "zero" if counterfactual == "previous_token_cut" and method != "eap-ig" else counterfactual, steps)
 
 
 def _attention_names(layout: AttentionLayout) -> dict[str, list[str]]:
