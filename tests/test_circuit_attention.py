@@ -195,3 +195,11 @@ def test_zero_ablation_of_a_head_is_cutting_every_value_entry_it_reads(gqa):
         clean = gqa(tokens)
     torch.testing.assert_close(entries, ablated, atol=1e-5, rtol=1e-5)
     assert (ablated - clean).abs().max() > 1e-3
+
+
+def test_mean_counterfactual_of_one_prompt_is_that_prompt(gqa):
+    copying = copying_task(gqa.tokenizer, "UB", 4, 1)
+    sets = [e.edge_set for e in role_edges(copying, attention_layout(gqa)) if e.query_role == "c" and e.key_role in ("o", "o+1")]
+    mean = attention_exact_scores(gqa, copying, sets, counterfactual="mean")
+    torch.testing.assert_close(mean, attention_exact_scores(gqa, copying, sets, counterfactual="corrupt"))
+    assert mean.abs().max() > 1e-4

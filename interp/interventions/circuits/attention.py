@@ -151,7 +151,15 @@ def previous_token_cut_hooks(layout: AttentionLayout, batch: int, first_answer: 
 
 def mean_keys_values(model: TransformerBridge, layout: AttentionLayout, task: CircuitTask, batch_size: int = 8,
                      passes: PassCount | None = None) -> KeysValues:
-    """Keys and values per position averaged over the corrupt prompts, ``[1, pos, kv_head, d_head]``."""
+    """Keys and values per position averaged over the corrupt prompts, ``[1, pos, kv_head, d_head]``.
+
+    >>> from interp.models import load_model
+    >>> from interp.interventions.circuits.task import copying_task
+    >>> model = load_model("tiny-gpt2", device="cpu")
+    >>> means = mean_keys_values(model, attention_layout(model), copying_task(model.tokenizer, "UF", 3, 4), batch_size=3)
+    >>> tuple(means.values[1].shape)
+    (1, 13, 4, 16)
+    """
     total: KeysValues | None = None
     for rows in _chunks(task.n, batch_size):
         kv = keys_values(model, layout, task.corrupt[rows])
@@ -167,7 +175,17 @@ def mean_keys_values(model: TransformerBridge, layout: AttentionLayout, task: Ci
 def counterfactual_keys_values(model: TransformerBridge, layout: AttentionLayout, task: CircuitTask, counterfactual: str,
                                means: KeysValues | None = None, passes: PassCount | None = None) -> KeysValues:
     """What an attention entry is patched to, for the prompts of ``task``: the corrupt run's keys and values,
-    zeros, the means over the corrupt prompts, or the paper's previous-token-cut run of the clean prompts."""
+    zeros, the means over the corrupt prompts, or the paper's previous-token-cut run of the clean prompts.
+
+    >>> from interp.models import load_model
+    >>> from interp.interventions.circuits.task import copying_task
+    >>> model = load_model("tiny-gpt2", device="cpu")
+    >>> task = copying_task(model.tokenizer, "UF", 3, 2)
+    >>> cut_run = counterfactual_keys_values(model, attention_layout(model), task, "previous_token_cut")
+    >>> clean = keys_values(model, attention_layout(model), task.clean)
+    >>> bool(cut_run.keys[0].equal(clean.keys[0])), bool(cut_run.keys[1].equal(clean.keys[1]))  # layer 0's cut moves layer 1
+    (True, False)
+    """
     if counterfactual not in ATTENTION_COUNTERFACTUALS:
         raise ValueError(f"counterfactual={counterfactual!r}; expected one of {', '.join(ATTENTION_COUNTERFACTUALS)}")
     shape = (task.n, task.clean.shape[1], layout.n_kv_heads, layout.d_head)
