@@ -12,9 +12,12 @@ planted and from-scratch models read; ``--format few-shot`` the paper's 11-shot 
 is the same layout with other letters (``corrupt``), or every removed writer zeroed / set to its mean
 over those other prompts. The metric is the answer's logit minus the counterfactual answer's
 (``--metric logprob``: its log-probability), averaged over the copy. Writes
-results/circuit_summary_<model>_<task>, circuit_curve_..., circuit_..., circuit_components_... and
-circuit_edges_... (.csv/.json/.md). A killed run started again with the same arguments resumes from
-its finished lengths.
+results/circuit_summary_<model>_<task>, circuit_curve_..., circuit_..., circuit_components_...,
+circuit_edges_... and circuit_attention_... (.csv/.json/.md): the last holds the attention-level edges
+(a query position reading a key position inside a head, through the key or the value), one row per
+head and (query role, key role), and per role pair over every head at once -- the paper's induction and
+anti-induction edges are the rows marked in its ``hypothesis`` column (``--attention no`` skips it).
+A killed run started again with the same arguments resumes from its finished lengths.
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ def build_parser() -> Parser:
     parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--batch-size", type=positive_int, default=8, help="prompts per forward pass (default: 8)")
     parser.add_argument("--random", type=int, default=2, help="random circuits per budget for the baseline (default 2)")
+    parser.add_argument("--attention", choices=("yes", "no"), default="yes",
+                        help="also score attention-level edges, query -> key position inside each head (default: yes)")
     return parser
 
 
@@ -81,7 +86,8 @@ def study_config(parser: Parser, args, bos: bool) -> CircuitStudyConfig:
     try:
         return CircuitStudyConfig(args.task, tuple(args.lengths), args.n, args.method, args.steps, args.counterfactual,
                                   args.exact, tuple(args.budget) if args.budget else None, args.target, args.random,
-                                  args.format, shots, args.seed, args.batch_size, bos, args.metric)
+                                  args.format, shots, args.seed, args.batch_size, bos, args.metric,
+                                  attention=args.attention == "yes")
     except ValueError as err:
         fail(parser, "--lengths" if "length" in str(err) else "--method", str(err))
 
@@ -98,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     variant = [config.task] + ([config.counterfactual] if config.counterfactual != "corrupt" else []) \
         + ([config.prompt_format] if config.prompt_format != "single-shot" else [])
     stems = {kind: result_stem(args.out, kind, label, adapter=None, variant=variant)
-             for kind in ("circuit_summary", "circuit_curve", "circuit", "circuit_components", "circuit_edges")}
+             for kind in ("circuit_summary", "circuit_curve", "circuit", "circuit_components", "circuit_edges",
+                          "circuit_attention")}
     metadata = {"config": asdict(config), "model": label}
     with RowJournal(stems["circuit_summary"], metadata) as journal:
         tables = circuit_study(model, config, model_label=label, journal=journal, progress=not args.quiet)
@@ -107,12 +114,19 @@ def main(argv: list[str] | None = None) -> int:
             written += write_table(tables[key], stems[kind], metadata=metadata)
         # every position-resolved edge: thousands of rows, kept as csv only
         written += write_table(tables["edges"], stems["circuit_edges"], formats=("csv",), metadata=metadata)
+        if tables["attention"]:
+            written += write_table(tables["attention"], stems["circuit_attention"], formats=("csv", "json"), metadata=metadata)
         written += journal.finish(tables["summary"], metadata=metadata)
     elapsed = time.perf_counter() - started
     extra = [c for c in tables["summary"][0] if c.startswith(("auc_", "pearson_", "spearman_"))]
     print(to_markdown(tables["summary"], SUMMARY_COLUMNS + extra))
     print("\nthe circuit (first 12 edges):\n")
     print(to_markdown(tables["circuit"][:12], ["length", "rank", "role", "reader", "writer", "score", "exact"]))
+    if tables["attention"]:
+        top = [r for r in tables["attention"] if r["head"] != "all" and r["rank"] <= 6 or r["hypothesis"]]
+        print("\nattention-level edges (the paper's two hypotheses and the top heads):\n")
+        print(to_markdown(top, ["length", "rank", "head", "kind", "query_role", "key_role", "hypothesis", "entries", "eap"]
+                          + [c for c in ("eap_ig", "exact") if c in top[0]]))
     load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"\n{elapsed:.0f} s on {os.cpu_count()} CPU cores (load average {load}); wrote {len(written)} files under {args.out}")
     return 0

@@ -92,7 +92,7 @@ RESULT_KINDS = (
     "directional_bias", "directional_pairs", "directional_templates",
     "edge_patching", "edge_patching_layers", "finetune", "trained", "from_scratch", "from_scratch_summary",
     "theory_table", "planted_sensitivity", "planted_sensitivity_summary",
-    "lorem_ipsum", "lorem_ipsum_summary", "git_history", "claims", "claims_matrix",
+    "lorem_ipsum", "lorem_ipsum_summary", "git_history", "claims", "claims_matrix", "circuit_attention",
     "circuit", "circuit_summary", "circuit_curve", "circuit_components", "circuit_edges",
     "circuit_sensitivity", "circuit_sensitivity_summary", "circuit_sensitivity_stops",
 )

@@ -8,7 +8,10 @@ Tables (names from `interp.core.naming.result_stem`):
 ``circuit_components_<model>_<task>`` every component-level edge (all positions at once), scores and exact effect
 (also at most ``MAX_EDGE_ROWS``);
 ``circuit_curve_<model>_<task>`` the faithfulness curve; ``circuit_<model>_<task>`` the circuit chosen
-(the smallest budget recovering ``target`` of the gap) and ``circuit_summary_<model>_<task>`` one row per length.
+(the smallest budget recovering ``target`` of the gap) and ``circuit_summary_<model>_<task>`` one row per length;
+``circuit_attention_<model>_<task>`` the attention-level edges (`interp.interventions.circuits.attention`):
+one row per (head, kind, query role, key role) and per (kind, query role, key role) over every head at once,
+first-order scores and, unless ``exact="none"``, the exact effect of patching the row's entries together.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from interp.core.journal import RowJournal
+from interp.interventions.circuits.attention import attention_edge_scores, attention_exact_scores, role_edges, role_scores
 from interp.interventions.circuits.faithfulness import FaithfulnessCurve, default_budgets, faithfulness_curve
 from interp.interventions.circuits.graph import CircuitGraph, circuit_graph
 from interp.interventions.circuits.known import planted_edges
@@ -28,12 +32,14 @@ from interp.interventions.circuits.scores import PassCount, check_method, edge_s
 from interp.interventions.circuits.selection import roc_auc
 from interp.interventions.circuits.task import RETRIEVAL_TASKS, CircuitTask, copying_task, retrieval_task
 from interp.interventions.edges.data import check_format, check_length, check_task
+from interp.interventions.edges.layout import attention_layout
 from interp.measure.head_scores import spearman
 from interp.models.bridge import TransformerBridge
 from interp.models.planted import is_planted
 
 EXACT_SCOPES: tuple[str, ...] = ("none", "components", "positions")
 MAX_EDGE_ROWS = 20_000  # rows of the position-resolved edge table
+MAX_ATTENTION_EXACT = 2_000  # attention rows given an exact effect: every-head rows first, then the largest by any score
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,7 @@ class CircuitStudyConfig:
     prepend_bos: bool = False
     metric: str = "logit_diff"
     edges_per_pass: int = 16  # exact effects: edges patched side by side in one forward pass
+    attention: bool = True  # also score attention-level edges (query position -> key position in a head)
 
     def __post_init__(self) -> None:
         if self.task not in RETRIEVAL_TASKS:
@@ -91,6 +98,52 @@ def _position_edges(scores: dict[str, torch.Tensor], exact: torch.Tensor | None,
         row["exact"] = float(exact[p, r, w]) if exact is not None else None
         rows.append(row)
     return rows
+
+
+def _attention_rows(model: TransformerBridge, task: CircuitTask, config: CircuitStudyConfig, meta: dict,
+                    passes: PassCount, progress: bool) -> list[dict]:
+    """The attention table of one length: every role row's first-order scores and (if measured) exact effect,
+    ranked by |exact| (else |the primary score|) within the per-head rows and within the every-head rows."""
+    layout = attention_layout(model)
+    edges = role_edges(task, layout)
+    common = dict(counterfactual=config.counterfactual, batch_size=config.batch_size, layout=layout, passes=passes,
+                  progress=progress)
+    scores = {method: role_scores(attention_edge_scores(model, task, method, steps=config.steps, **common), edges)
+              for method in ("eap", "eap-ig") if method == "eap" or config.counterfactual == "corrupt"}
+    exact = None
+    if config.exact != "none":
+        every_head = torch.tensor([edge.head < 0 for edge in edges])
+        size = torch.where(every_head, float("inf"), torch.stack([s.abs() for s in scores.values()]).amax(0))
+        chosen = size.argsort(descending=True)[:MAX_ATTENTION_EXACT]
+        exact = torch.full((len(edges),), float("nan"))
+        exact[chosen] = attention_exact_scores(model, task, [edges[i].edge_set for i in chosen.tolist()],
+                                               sets_per_pass=config.edges_per_pass, **common)
+    primary = exact if exact is not None else scores.get(config.method, scores["eap"])
+    rank = torch.zeros(len(edges), dtype=torch.long)
+    for scope in (True, False):
+        members = torch.tensor([(edge.head < 0) == scope for edge in edges]).nonzero()[:, 0]
+        order = primary[members].abs().nan_to_num(-1.0).argsort(descending=True, stable=True)
+        rank[members[order]] = torch.arange(1, len(members) + 1)
+    rows = []
+    for i, edge in enumerate(edges):
+        row = meta | {"rank": int(rank[i]), "head": edge.label, "kind": edge.kind, "query_role": edge.query_role,
+                      "key_role": edge.key_role, "hypothesis": edge.hypothesis, "entries": len(edge.edge_set.query)}
+        row |= {name.replace("-", "_"): float(s[i]) for name, s in scores.items()}
+        row["exact"] = None if exact is None or exact[i].isnan() else float(exact[i])
+        rows.append(row)
+    return sorted(rows, key=lambda r: (r["head"] != "all", r["rank"]))
+
+
+def _attention_summary(rows: list[dict]) -> dict:
+    """The top per-head attention row, and the paper's two hypotheses' exact effects (else first-order scores)."""
+    out = {}
+    top = next((r for r in rows if r["head"] != "all" and r["rank"] == 1), None)
+    if top is not None:
+        out["attention_top"] = f"{top['head']} {top['kind']} {top['query_role']}->{top['key_role']}"
+    for row in rows:
+        if row["hypothesis"]:
+            out[f"attention_{row['hypothesis']}"] = row["exact"] if row["exact"] is not None else row["eap"]
+    return out
 
 
 def _curve_rows(curve: FaithfulnessCurve, meta: dict) -> list[dict]:
@@ -193,13 +246,21 @@ def _cell(model: TransformerBridge, graph: CircuitGraph, config: CircuitStudyCon
             summary[f"auc_{name.replace('-', '_')}"] = roc_auc(s.sum(0)[components.reader, components.writer], truth)
         if exact_components is not None:
             summary["auc_exact_component"] = roc_auc(exact_components, truth)
+    attention = []
+    if config.attention:
+        t, attention_passes = time.perf_counter(), PassCount()
+        attention = _attention_rows(model, task, config, meta, attention_passes, progress)
+        summary |= _attention_summary(attention) | {"seconds_attention": time.perf_counter() - t,
+                                                    "attention_forward_passes": attention_passes.forward,
+                                                    "attention_backward_passes": attention_passes.backward}
     return {"length": length, "summary": summary, "curve": _curve_rows(curve, meta), "circuit": circuit_rows,
-            "components": component_rows, "edges": _position_edges(scores, exact_positions, graph, task, meta)}
+            "components": component_rows, "edges": _position_edges(scores, exact_positions, graph, task, meta),
+            "attention": attention}
 
 
 def circuit_study(model: TransformerBridge, config: CircuitStudyConfig = CircuitStudyConfig(), *, model_label: str = "",
                   journal: RowJournal | None = None, progress: bool = False) -> dict[str, list[dict]]:
-    """Every length's tables, concatenated: ``summary``, ``curve``, ``circuit``, ``components``, ``edges``.
+    """Every length's tables, concatenated: ``summary``, ``curve``, ``circuit``, ``components``, ``edges``, ``attention``.
 
     >>> from interp.models import load_model
     >>> model = load_model("planted-ub", device="cpu")
@@ -210,7 +271,7 @@ def circuit_study(model: TransformerBridge, config: CircuitStudyConfig = Circuit
     """
     graph = circuit_graph(model)
     done = {row["length"]: row for row in (journal.done() if journal else [])}
-    tables: dict[str, list[dict]] = {"summary": [], "curve": [], "circuit": [], "components": [], "edges": []}
+    tables: dict[str, list[dict]] = {"summary": [], "curve": [], "circuit": [], "components": [], "edges": [], "attention": []}
     for length in tqdm(config.lengths, desc="circuit lengths", disable=not progress or len(config.lengths) < 2):
         cell = done.get(length)
         if cell is None:
@@ -220,4 +281,5 @@ def circuit_study(model: TransformerBridge, config: CircuitStudyConfig = Circuit
         tables["summary"].append(cell["summary"])
         for key in ("curve", "circuit", "components", "edges"):
             tables[key] += cell[key]
+        tables["attention"] += cell.get("attention", [])  # absent from lengths journaled before it existed
     return tables

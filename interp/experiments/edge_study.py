@@ -33,10 +33,11 @@ from interp.core.journal import RowJournal, RowShape
 from interp.core.naming import CONDITION_LABELS
 from interp.core.stats import mean_and_sem
 from interp.core.tables import as_mapping, row_from_mapping
+from interp.interventions.circuits.attention import previous_token_cut_hooks
 from interp.interventions.edges.branching import BranchedTokens, branch, logits_from_hook, run_branched
 from interp.interventions.edges.data import DEFAULT_SHOTS, TASKS, CopyingPrompts, check_format, check_length, check_task, copying_prompts
 from interp.interventions.edges.layout import AttentionLayout, attention_layout, check_heads, check_layers
-from interp.interventions.edges.patching import EdgePatch, Edges, capture_source_hooks, cut, edge_patch_hooks
+from interp.interventions.edges.patching import EdgePatch, Edges, capture_source_hooks, edge_patch_hooks
 from interp.measure.teacher_forcing import Accuracy, AnswerScores, score_answer
 from interp.prompts import AnswerEnd
 from interp.models.bridge import TransformerBridge
@@ -117,7 +118,7 @@ def _counterfactual_sources(model: TransformerBridge, layout: AttentionLayout, p
     trunk = prompts.tokens[rows, : prompts.copy_start]
     positions = torch.arange(prompts.string_start, prompts.copy_start).expand(trunk.shape[0], -1)
     capture, store = capture_source_hooks(layout, positions)
-    hooks = edge_patch_hooks(layout, [cut(prompts.previous_token_edges(rows))]) + capture
+    hooks = previous_token_cut_hooks(layout, trunk.shape[0], prompts.copy_start) + capture
     with torch.no_grad():
         model.run_with_hooks(trunk.to(model.cfg.device), fwd_hooks=[*hooks, logits_from_hook(trunk.shape[1])])
     return store

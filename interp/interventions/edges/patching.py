@@ -25,7 +25,7 @@ from typing import Literal
 
 import einops
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from transformer_lens.utilities import get_act_name
 
@@ -137,19 +137,34 @@ class EdgePatch:
 
     ``replacement[layer]`` holds the new key (as scored, after RoPE) or value of each edge's source,
     ``[batch, edge, kv_head, d_head]``; ``None`` cuts value edges (the value becomes zero). ``layers`` and
-    ``heads`` (query heads) default to all."""
+    ``heads`` (query heads) default to all. ``batch_rows`` (default: every row) marks the rows of the forward
+    pass the patch acts in, so that several patches share one pass, each on its own copy of the prompts;
+    ``edges`` and ``replacement`` then hold those rows only, in order."""
 
     kind: EdgeKind
     edges: Edges
     replacement: Mapping[int, Tensor] | None = None
     layers: tuple[int, ...] | None = None
     heads: tuple[int, ...] | None = None
+    batch_rows: Bool[Tensor, " forward_batch"] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in EDGE_KINDS:
             raise ValueError(f"kind={self.kind!r}; expected one of {EDGE_KINDS}")
         if self.replacement is None and self.kind == "key":
             raise ValueError("a key edge needs replacement keys (only value edges can be cut with replacement=None)")
+        if self.batch_rows is not None and int(self.batch_rows.sum()) != self.edges.batch:
+            raise ValueError(f"batch_rows marks {int(self.batch_rows.sum())} rows but the edges have {self.edges.batch}")
+
+    @property
+    def forward_batch(self) -> int:
+        """Rows of the forward pass the patch is made for."""
+        return self.edges.batch if self.batch_rows is None else len(self.batch_rows)
+
+    def acting_rows(self, device) -> Tensor:
+        """Indices of the rows of the forward pass the patch acts in."""
+        rows = torch.arange(self.forward_batch) if self.batch_rows is None else self.batch_rows.cpu().nonzero()[:, 0]
+        return rows.to(device)
 
 
 def cut(edges: Edges, layers: Sequence[int] | None = None, heads: Sequence[int] | None = None) -> EdgePatch:
@@ -177,11 +192,12 @@ class _LayerState:
     weights: list[Tensor] = field(default_factory=list)
 
 
-def _index_grid(edges: Edges, heads: Tensor, device) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Broadcast ``[batch, edge, head]`` indices of rows, heads, queries and sources."""
+def _index_grid(patch: EdgePatch, heads: Tensor, device) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Broadcast ``[batch, edge, head]`` indices of (forward pass) rows, heads, queries and sources."""
+    edges = patch.edges
     batch, n_edges = edges.query.shape
     shape = (batch, n_edges, len(heads))
-    rows = torch.arange(batch, device=device)[:, None, None].expand(shape)
+    rows = patch.acting_rows(device)[:, None, None].expand(shape)
     head_index = heads.to(device)[None, None, :].expand(shape)
     query = edges.query.to(device)[:, :, None].expand(shape)
     source = edges.source.to(device)[:, :, None].expand(shape)
@@ -189,8 +205,8 @@ def _index_grid(edges: Edges, heads: Tensor, device) -> tuple[Tensor, Tensor, Te
 
 
 def _check_bounds(patch: EdgePatch, seq_len: int, batch: int) -> None:
-    if patch.edges.batch != batch:
-        raise ValueError(f"edges have {patch.edges.batch} rows but the forward pass has {batch}")
+    if patch.forward_batch != batch:
+        raise ValueError(f"edges are made for {patch.forward_batch} rows but the forward pass has {batch}")
     if patch.edges.query.numel() and int(patch.edges.query.max()) >= seq_len:
         raise ValueError(f"an edge's query position {int(patch.edges.query.max())} is past the sequence ({seq_len} positions)")
 
@@ -202,7 +218,7 @@ def _heads(patch: EdgePatch, layout: AttentionLayout) -> Tensor:
 def _patch_scores(scores: Float[Tensor, "batch head q k"], patch: EdgePatch, layer: int, query_states: Tensor,
                   layout: AttentionLayout) -> Tensor:
     heads = _heads(patch, layout)
-    rows, head_index, query, source = _index_grid(patch.edges, heads, scores.device)
+    rows, head_index, query, source = _index_grid(patch, heads, scores.device)
     q = query_states[rows, query, head_index]  # [batch, edge, head, d_head]
     new_key = patch.replacement[layer].to(scores.device)[:, :, layout.kv_head(heads).to(scores.device)]
     new_scores = layout.scales[layer] * (q.float() * new_key.float()).sum(-1)
@@ -212,20 +228,20 @@ def _patch_scores(scores: Float[Tensor, "batch head q k"], patch: EdgePatch, lay
 
 def _old_values(values: Float[Tensor, "batch pos kv_head d_head"], patch: EdgePatch, layout: AttentionLayout) -> Tensor:
     """The current value each patched head reads at each edge's source, ``[batch, edge, head, d_head]``."""
-    rows, head_index, _, source = _index_grid(patch.edges, _heads(patch, layout), values.device)
+    rows, head_index, _, source = _index_grid(patch, _heads(patch, layout), values.device)
     return values[rows, source, layout.kv_head(head_index)]
 
 
 def _edge_weights(pattern: Float[Tensor, "batch head q k"], patch: EdgePatch, layout: AttentionLayout) -> Tensor:
     """``A[t, s]`` of each patched head at each edge, ``[batch, edge, head]``."""
-    rows, head_index, query, source = _index_grid(patch.edges, _heads(patch, layout), pattern.device)
+    rows, head_index, query, source = _index_grid(patch, _heads(patch, layout), pattern.device)
     return pattern[rows, head_index, query, source]
 
 
 def _patch_z(z: Float[Tensor, "batch pos head d_head"], patch: EdgePatch, layer: int, old_value: Tensor, weight: Tensor,
              layout: AttentionLayout) -> Tensor:
     heads = _heads(patch, layout)
-    rows, head_index, query, _ = _index_grid(patch.edges, heads, z.device)
+    rows, head_index, query, _ = _index_grid(patch, heads, z.device)
     if patch.replacement is None:
         new_value = torch.zeros_like(old_value)
     else:
