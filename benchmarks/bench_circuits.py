@@ -92,37 +92,37 @@ def main(argv: list[str] | None = None) -> int:
     sample = sample_edges(graph, args.per_layer)
     print(machine_line())
     with torch.no_grad():
-        accuracy = float(torch.cat([task.correct(model(task.clean[rows])) for rows in torch.arange(task.n).split(args.batch_size)])
-                         .float().mean())
-    print(f"{args.task} length {args.length}, {args.shots}-shot prompts: the model copies {accuracy:.2f} of {task.n} exactly")
+        copied = int(torch.cat([task.correct(model(task.clean[rows])) for rows in torch.arange(task.n).split(args.batch_size)]).sum())
+    print(f"{args.task} length {args.length}, {args.shots}-shot prompts: the model copies {copied} of {task.n} exactly")
     print(f"{args.model}: {len(graph.writers)} writers, {len(graph.readers)} readers, {task.clean.shape[1]} positions, "
           f"{graph.n_edges_per_position * task.clean.shape[1]:,} position-resolved edges; {len(sample)} sampled; "
           f"load {format_load(load_average())}")
-    rows = []
     reset_peak()
     t = time.perf_counter()
     passes = PassCount()
     exact = exact_scores(model, task, sample, batch_size=args.batch_size, edges_per_pass=16, graph=graph, passes=passes,
                          progress=True)
-    rows.append(("exact (sample)", time.perf_counter() - t, peak_mb(), passes, exact))
+    exact_time = time.perf_counter() - t
+    top = set(exact.abs().argsort(descending=True)[:args.top].tolist())
+
+    def row(name: str, seconds: float, peak: float, passes: PassCount, values: torch.Tensor) -> str:
+        pearson = float(torch.corrcoef(torch.stack([values.double(), exact.double()]))[0, 1])
+        spearman = float(spearmanr(values.numpy(), exact.numpy()).statistic)
+        overlap = len(top & set(values.abs().argsort(descending=True)[:args.top].tolist()))
+        return (f"| {name} | {seconds:.1f} | {exact_time / seconds:.1f} | {peak:.0f} | {passes.forward} / {passes.backward} | "
+                f"{pearson:.3f} | {spearman:.3f} | {overlap}/{args.top} |")
+
+    print(f"\n| method | seconds | x faster than exact on the sample | peak RSS MB | fwd / bwd passes | Pearson | Spearman | top-{args.top} overlap |")
+    print("|---|---|---|---|---|---|---|---|")
+    print(row("exact (sample)", exact_time, peak_mb(), passes, exact), flush=True)
     runs = [("eap", 1)] + [("eap-ig", s) for s in args.steps] + [("eap-ig-act", s) for s in args.act_steps]
-    for method, steps in runs:
+    for method, steps in runs:  # each row as it finishes: a long run shows its progress
         reset_peak()
         t = time.perf_counter()
         passes = PassCount()
         scores = edge_scores(model, task, method, steps=steps, batch_size=args.batch_size, graph=graph, passes=passes)
-        rows.append((method if method == "eap" else f"{method} m={steps}", time.perf_counter() - t, peak_mb(), passes,
-                     scores.sum(0)[sample.reader, sample.writer]))
-    exact_time = rows[0][1]
-    top = set(exact.abs().argsort(descending=True)[:args.top].tolist())
-    print(f"\n| method | seconds | x faster than exact on the sample | peak RSS MB | fwd / bwd passes | Pearson | Spearman | top-{args.top} overlap |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, seconds, peak, passes, values in rows:
-        pearson = float(torch.corrcoef(torch.stack([values.double(), exact.double()]))[0, 1])
-        spearman = float(spearmanr(values.numpy(), exact.numpy()).statistic)
-        overlap = len(top & set(values.abs().argsort(descending=True)[:args.top].tolist()))
-        print(f"| {name} | {seconds:.1f} | {exact_time / seconds:.1f} | {peak:.0f} | {passes.forward} / {passes.backward} | "
-              f"{pearson:.3f} | {spearman:.3f} | {overlap}/{args.top} |")
+        print(row(method if method == "eap" else f"{method} m={steps}", time.perf_counter() - t, peak_mb(), passes,
+                  scores.sum(0)[sample.reader, sample.writer]), flush=True)
     print(f"\nload after: {format_load(load_average())}")
     return 0
 

@@ -83,3 +83,28 @@ def test_check_method_allows_ablation_counterfactuals_for_activation_ig():
     check_method("eap-ig-act", "zero", 4)  # interpolates activations, not inputs: any counterfactual
     with pytest.raises(ValueError, match="steps=0"):
         check_method("eap-ig-act", "corrupt", 0)
+
+
+@pytest.mark.parametrize("name", ["tiny-llama", pytest.param("gemma-3-270m", marks=pytest.mark.gemma_model)])
+def test_token_embeddings_replaced_at_hook_embed_are_the_whole_input(name):
+    """The inputs variant interpolates at ``hook_embed``: with the corrupt prompt's embeddings put
+    there, a clean run is the corrupt run (Gemma scales its embeddings by sqrt(d_model): the hook
+    must sit where nothing but linear maps follow), and EAP-IG runs on the key/value readers of a
+    multi-query model."""
+    from interp.interventions.circuits.scores import _embeddings
+    from interp.models.paper.installer import GEMMA_3_270M, installed_folder
+
+    if name.startswith("gemma") and installed_folder(GEMMA_3_270M) is None:
+        pytest.skip("Gemma-3-270M is not installed (make gemma)")
+    model = load_model(name, device="cpu")
+    task = copying_task(model.tokenizer, "UF", 3, 2, fmt="few-shot", n_shots=2, prepend_bos=True)
+    corrupt_embed = _embeddings(model, task.corrupt)
+    with torch.no_grad():
+        swapped = model.run_with_hooks(task.clean, fwd_hooks=[("hook_embed", lambda x, hook: corrupt_embed)])
+        corrupt = model(task.corrupt)
+    torch.testing.assert_close(task.metric(swapped), task.metric(corrupt), atol=1e-3, rtol=1e-3)
+    assert (task.metric(swapped) - task.metric(model(task.clean).detach())).abs().max() > 1e-2
+    graph = circuit_graph(model)
+    scores = edge_scores(model, task, "eap-ig", steps=2, graph=graph)
+    kv = torch.tensor([r.kind in ("k", "v") for r in graph.readers])
+    assert scores[:, kv].abs().sum() > 0 and not scores[:, ~graph.valid].any()
