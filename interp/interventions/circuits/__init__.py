@@ -1,7 +1,8 @@
 """Circuit discovery over the residual-stream graph: ``graph`` (writers, readers, edges), ``task``
 (prompts, counterfactual, metric), ``roles`` (what each position is), ``patching`` (the hooks that
-remove edges), ``scores`` (EAP, EAP-IG, exact), ``faithfulness`` (circuits ablated outside, curves)
-and ``selection`` (top-n and greedy circuits, ROC AUC against a known circuit)."""
+remove edges), ``scores`` (EAP, EAP-IG over the inputs or the activations, exact), ``faithfulness``
+(circuits ablated outside, curves) and ``selection`` (top-n and greedy circuits, ROC AUC against a
+known circuit)."""
 
 from interp.interventions.circuits.graph import CircuitGraph, Component, circuit_graph
 from interp.interventions.circuits.patching import ALL_POSITIONS, GraphEdges
