@@ -5,6 +5,7 @@ select circuits over edge budgets and measure how much of the task they carry.
     python analyses/find_circuit.py --model scratch-ub --task UB --lengths 5 --exact positions --bos yes
     python analyses/find_circuit.py --task UF --lengths 10 --format few-shot --n 16 --exact none   # SmolLM2 (GQA)
     python analyses/find_circuit.py --model planted-ub --task UB --counterfactual zero --method eap
+    python analyses/find_circuit.py --model planted-ub --task UB --method eap-ig-act --steps 4   # IG over each layer's outputs
     python analyses/find_circuit.py --model planted-ul --task UL --lengths 8
 
 Prompts are the edge-patching copy prompts (single-shot ``<bos> s : c`` by default, the format the

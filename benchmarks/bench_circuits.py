@@ -1,19 +1,21 @@
-"""Edge scores on a GQA model: EAP, EAP-IG (m = 1, 4, 16) and exact edge patching on the embedded
-SmolLM2-135M (30 layers x 9 query heads, 3 key/value heads), UF in the paper's 11-shot copy prompts.
+"""Edge scores on a GQA model: EAP, EAP-IG (inputs, m = 1, 4, 16), EAP-IG-activations (m = 2, 4)
+and exact edge patching on the embedded SmolLM2-135M (30 layers x 9 query heads, 3 key/value heads),
+UF in the paper's few-shot copy prompts with ``--shots`` shots (the test included).
 
 EAP and EAP-IG score every position-resolved edge of the graph at once; exact patching costs one
 forward pass per edge, so it runs on a sample: ``--per-layer`` component-level edges (an edge at
 every position at once) drawn uniformly, seeded, among the edges into each reader layer (the 30
 layers and the logits). Each method's component-level score (its position scores summed) is compared
 with the exact effect of the sampled edges: Pearson, Spearman and the overlap of the top ``--top``.
-Times are single runs (the methods differ by orders of magnitude); peak memory is the process's
-resident peak after each stage (it only grows, so a later stage's peak includes the earlier ones').
+Times are single runs (the methods differ by orders of magnitude); peak memory is each stage's own
+resident peak (the kernel's high-water mark is reset before each stage where Linux allows it).
 
-Prints the machine, the graph's size, and one table row per method: seconds, speed-up over exact on
-the sample, peak memory, forward / backward passes, Pearson, Spearman and top-k overlap against exact.
+Prints the machine, the model's exact-copy accuracy on the prompts, the graph's size, and one table
+row per method: seconds, speed-up over exact on the sample, peak memory, forward / backward passes,
+Pearson, Spearman and top-k overlap against exact.
 
-    python benchmarks/bench_circuits.py --n 1 --shots 1  # what a busy shared 2-core CPU affords
-    python benchmarks/bench_circuits.py --n 16 --shots 11 # the paper's prompts (hours on a shared 2-core CPU)
+    python benchmarks/bench_circuits.py --n 16 --shots 2   # 310 sampled edges, 16 two-shot prompts
+    python benchmarks/bench_circuits.py --n 16 --shots 11  # the paper's prompts (hours on a shared 2-core CPU)
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 import torch
 from scipy.stats import spearmanr
 
-from interp.cli import Parser, positive_int, run
+from interp.cli import Parser, positive_int, positive_int_list, run
 from interp.interventions.circuits import GraphEdges, circuit_graph, copying_task, edge_scores, exact_scores
 from interp.interventions.circuits.scores import PassCount
 from interp.models import load_model
@@ -41,10 +43,12 @@ def build_parser() -> Parser:
     parser.add_argument("--task", default="UF")
     parser.add_argument("--length", type=positive_int, default=10)
     parser.add_argument("--n", type=positive_int, default=2, help="prompts (default 2)")
-    parser.add_argument("--shots", type=positive_int, default=3, help="shots per prompt, the test included (default 3; the paper: 11)")
+    parser.add_argument("--shots", type=positive_int, default=2, help="shots per prompt, the test included (default 2; the paper: 11)")
     parser.add_argument("--per-layer", type=positive_int, default=10, help="sampled edges per reader layer (default 10)")
     parser.add_argument("--top", type=positive_int, default=20)
-    parser.add_argument("--steps", default="1,4,16", help="EAP-IG steps (default 1,4,16)")
+    parser.add_argument("--steps", type=positive_int_list, default=[1, 4, 16], help="EAP-IG steps (default 1,4,16)")
+    parser.add_argument("--act-steps", type=positive_int_list, default=[2, 4],
+                        help="EAP-IG-activations steps (default 2,4; each costs m - 1 passes per writer layer)")
     parser.add_argument("--batch-size", type=positive_int, default=2)
     return parser
 
@@ -61,8 +65,21 @@ def sample_edges(graph, per_layer: int, seed: int = 0) -> GraphEdges:
     return edges[torch.cat(chosen)]
 
 
+def reset_peak() -> None:
+    """Reset the kernel's resident high-water mark of this process (Linux 4.0+), where permitted."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
 def peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """Resident peak since the last `reset_peak` (``VmHWM``), else since the process started."""
+    try:
+        line = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmHWM:"))
+        return int(line.split()[1]) / 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,31 +91,38 @@ def main(argv: list[str] | None = None) -> int:
     task = copying_task(model.tokenizer, args.task, args.length, args.n, fmt="few-shot", n_shots=args.shots, prepend_bos=bos)
     sample = sample_edges(graph, args.per_layer)
     print(machine_line())
+    with torch.no_grad():
+        copied = int(torch.cat([task.correct(model(task.clean[rows])) for rows in torch.arange(task.n).split(args.batch_size)]).sum())
+    print(f"{args.task} length {args.length}, {args.shots}-shot prompts: the model copies {copied} of {task.n} exactly")
     print(f"{args.model}: {len(graph.writers)} writers, {len(graph.readers)} readers, {task.clean.shape[1]} positions, "
           f"{graph.n_edges_per_position * task.clean.shape[1]:,} position-resolved edges; {len(sample)} sampled; "
           f"load {format_load(load_average())}")
-    rows = []
+    reset_peak()
     t = time.perf_counter()
     passes = PassCount()
     exact = exact_scores(model, task, sample, batch_size=args.batch_size, edges_per_pass=16, graph=graph, passes=passes,
                          progress=True)
-    rows.append(("exact (sample)", time.perf_counter() - t, peak_mb(), passes, exact))
-    for method, steps in [("eap", 1)] + [("eap-ig", int(s)) for s in args.steps.split(",")]:
-        t = time.perf_counter()
-        passes = PassCount()
-        scores = edge_scores(model, task, method, steps=steps, batch_size=args.batch_size, graph=graph, passes=passes)
-        rows.append((f"{method} m={steps}" if method == "eap-ig" else method, time.perf_counter() - t, peak_mb(), passes,
-                     scores.sum(0)[sample.reader, sample.writer]))
-    exact_time = rows[0][1]
+    exact_time = time.perf_counter() - t
     top = set(exact.abs().argsort(descending=True)[:args.top].tolist())
-    print(f"\n| method | seconds | x faster than exact on the sample | peak RSS MB | fwd / bwd passes | Pearson | Spearman | top-{args.top} overlap |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, seconds, peak, passes, values in rows:
+
+    def row(name: str, seconds: float, peak: float, passes: PassCount, values: torch.Tensor) -> str:
         pearson = float(torch.corrcoef(torch.stack([values.double(), exact.double()]))[0, 1])
         spearman = float(spearmanr(values.numpy(), exact.numpy()).statistic)
         overlap = len(top & set(values.abs().argsort(descending=True)[:args.top].tolist()))
-        print(f"| {name} | {seconds:.1f} | {exact_time / seconds:.1f} | {peak:.0f} | {passes.forward} / {passes.backward} | "
-              f"{pearson:.3f} | {spearman:.3f} | {overlap}/{args.top} |")
+        return (f"| {name} | {seconds:.1f} | {exact_time / seconds:.1f} | {peak:.0f} | {passes.forward} / {passes.backward} | "
+                f"{pearson:.3f} | {spearman:.3f} | {overlap}/{args.top} |")
+
+    print(f"\n| method | seconds | x faster than exact on the sample | peak RSS MB | fwd / bwd passes | Pearson | Spearman | top-{args.top} overlap |")
+    print("|---|---|---|---|---|---|---|---|")
+    print(row("exact (sample)", exact_time, peak_mb(), passes, exact), flush=True)
+    runs = [("eap", 1)] + [("eap-ig", s) for s in args.steps] + [("eap-ig-act", s) for s in args.act_steps]
+    for method, steps in runs:  # each row as it finishes: a long run shows its progress
+        reset_peak()
+        t = time.perf_counter()
+        passes = PassCount()
+        scores = edge_scores(model, task, method, steps=steps, batch_size=args.batch_size, graph=graph, passes=passes)
+        print(row(method if method == "eap" else f"{method} m={steps}", time.perf_counter() - t, peak_mb(), passes,
+                  scores.sum(0)[sample.reader, sample.writer]), flush=True)
     print(f"\nload after: {format_load(load_average())}")
     return 0
 

@@ -181,9 +181,9 @@ def _cell(model: TransformerBridge, graph: CircuitGraph, config: CircuitStudyCon
     common = dict(counterfactual=config.counterfactual, batch_size=config.batch_size, graph=graph)
     scores: dict[str, torch.Tensor] = {}
     timings: dict[str, float] = {}
-    for method in ("eap", "eap-ig"):
-        if method == "eap-ig" and config.counterfactual != "corrupt":
-            continue
+    methods = ["eap"] + (["eap-ig"] if config.counterfactual == "corrupt" else []) \
+        + ([config.method] if config.method == "eap-ig-act" else [])
+    for method in methods:
         t = time.perf_counter()
         scores[method] = edge_scores(model, task, method, steps=config.steps, passes=passes, progress=progress, **common)
         timings[method] = time.perf_counter() - t
@@ -228,13 +228,13 @@ def _cell(model: TransformerBridge, graph: CircuitGraph, config: CircuitStudyCon
                       "seconds": time.perf_counter() - started}
     summary |= {f"seconds_{k.replace('-', '_')}": v for k, v in timings.items()}
     if exact_positions is not None:
-        for method in ("eap", "eap-ig"):
+        for method in methods:
             if method in scores:
                 a, b = scores[method][graph.valid.expand(n_pos, -1, -1)], exact_positions[graph.valid.expand(n_pos, -1, -1)]
                 summary[f"pearson_{method.replace('-', '_')}"] = _pearson(a, b)
                 summary[f"spearman_{method.replace('-', '_')}"] = spearman(a, b)
     if exact_components is not None:
-        for method in ("eap", "eap-ig"):
+        for method in methods:
             if method in scores:
                 a = scores[method].sum(0)[components.reader, components.writer]
                 summary[f"pearson_components_{method.replace('-', '_')}"] = _pearson(a, exact_components)

@@ -1,8 +1,9 @@
 """Circuit discovery over the residual-stream graph: ``graph`` (writers, readers, edges), ``task``
 (prompts, counterfactual, metric), ``roles`` (what each position is), ``patching`` (the hooks that
-remove edges), ``scores`` (EAP, EAP-IG, exact), ``faithfulness`` (circuits ablated outside, curves),
-``selection`` (top-n and greedy circuits, ROC AUC against a known circuit) and ``attention``
-(attention-level edges: a query position reading a key position inside a head, by role)."""
+remove edges), ``scores`` (EAP, EAP-IG over the inputs or the activations, exact), ``faithfulness``
+(circuits ablated outside, curves), ``selection`` (top-n and greedy circuits, ROC AUC against a
+known circuit) and ``attention`` (attention-level edges: a query position reading a key position
+inside a head, by role)."""
 
 from interp.interventions.circuits.attention import AttentionEdgeSet, attention_edge_scores, attention_exact_scores, role_edges
 from interp.interventions.circuits.graph import CircuitGraph, Component, circuit_graph

@@ -1,10 +1,16 @@
-"""Edge scores, three methods behind one call: ``eap`` (first order), ``eap-ig`` (integrated
-gradients over the inputs, ``steps`` points) and ``exact`` (the edge patched alone).
+"""Edge scores behind one call: ``eap`` (first order), ``eap-ig`` (integrated gradients over the
+inputs, ``steps`` points), ``eap-ig-act`` (integrated gradients over each writer layer's outputs)
+and ``exact`` (the edge patched alone).
 
 Sign convention (noising): a score estimates ``metric(edge patched to the counterfactual) -
 metric(clean)``, so an edge the task needs scores negative. EAP is ``(a'_w - a_w) . dm/dx_r`` at
 the clean run; EAP-IG averages that gradient over the inputs ``e' + (k / m) (e - e')``, ``k = 1 .. m``
 (token embeddings interpolated from the counterfactual's to the clean ones), so ``m = 1`` is EAP.
+EAP-IG-activations (Marks et al. 2024; MIB's EAP-IG-activations) moves only the edge's own writer
+layer: the gradient at reader ``r`` is averaged over runs whose writers of that layer output
+``a_w + (1 - k / m) (a'_w - a_w)`` and whose other writers run clean, one group of ``m`` runs per
+writer hook (the embeddings, each layer's heads, each MLP); ``m = 1`` is EAP again, and the
+clean run (``k = m``) is shared by every layer, so it costs ``(m - 1) x hooks + 1`` passes.
 TransformerLens' ``attribution_patch(model, clean=A, corrupt=B)`` (denoising: gradient at the corrupt
 run, toward clean) equals `edge_scores` with ``clean=B, counterfactual=A``.
 """
@@ -19,12 +25,13 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from interp.interventions.circuits.graph import CircuitGraph, circuit_graph, graph_hooks_enabled
+from interp.interventions.circuits.graph import CircuitGraph, HookSlots, circuit_graph, graph_hooks_enabled
 from interp.interventions.circuits.patching import GraphEdges, capture_writer_hooks, single_edge_hooks, writer_activations
 from interp.interventions.circuits.task import COUNTERFACTUALS, CircuitTask
 from interp.models.bridge import TransformerBridge
 
-METHODS: tuple[str, ...] = ("eap", "eap-ig", "exact")
+METHODS: tuple[str, ...] = ("eap", "eap-ig", "eap-ig-act", "exact")
+GRADIENT_METHODS: tuple[str, ...] = ("eap", "eap-ig", "eap-ig-act")  # every edge at once, from gradients
 
 
 @dataclass
@@ -82,12 +89,14 @@ def counterfactual_activations(model: TransformerBridge, graph: CircuitGraph, ta
     return means.expand(shape).clone()
 
 
-def _reader_gradients(model: TransformerBridge, graph: CircuitGraph, task: CircuitTask,
-                      embed: Tensor | None) -> tuple[dict[str, Tensor], Tensor]:
-    """``d sum(metric) / d x_r`` for every reader hook (``embed`` replaces the token embeddings) and
-    the writers' outputs of that pass."""
+def _reader_gradients(model: TransformerBridge, graph: CircuitGraph, task: CircuitTask, *, embed: Tensor | None = None,
+                      shift: tuple[HookSlots, Tensor] | None = None, readers: tuple[HookSlots, ...] | None = None,
+                      store: Tensor | None = None) -> dict[str, Tensor]:
+    """``d sum(metric) / d x_r`` for the reader hooks ``readers`` (default: all) on the clean prompts,
+    ``embed`` replacing the token embeddings or ``shift = (writer hook, offset)`` added to one writer
+    hook's output; ``store`` (``[batch, pos, writer, d_model]``) receives the writers' outputs."""
+    readers = graph.reader_hooks if readers is None else readers
     held: dict[str, Tensor] = {}
-    store = torch.zeros(*task.clean.shape, len(graph.writers), model.cfg.d_model)
 
     def holder(name: str):
         def hold(x, hook):
@@ -99,14 +108,18 @@ def _reader_gradients(model: TransformerBridge, graph: CircuitGraph, task: Circu
         # a leaf that requires grad, so gradients flow also where the weights do not require them
         return (x if embed is None else embed.to(x.device, x.dtype)).detach().requires_grad_(True)
 
-    hooks = [("hook_embed", set_embed)] + capture_writer_hooks(graph, store)
-    hooks += [(h.name, holder(h.name)) for h in graph.reader_hooks]
+    hooks = [("hook_embed", set_embed)]
+    if shift is not None:
+        slots, offset = shift
+        offset = offset if slots.per_head else offset[:, :, 0]
+        hooks.append((slots.name, lambda x, hook: x + offset.to(x.device, x.dtype)))
+    hooks += capture_writer_hooks(graph, store) if store is not None else []
+    hooks += [(h.name, holder(h.name)) for h in readers]
     with torch.enable_grad():
         logits = model.run_with_hooks(task.clean, fwd_hooks=hooks)
-        names = [h.name for h in graph.reader_hooks]
+        names = [h.name for h in readers]
         grads = torch.autograd.grad(task.metric(logits).sum(), [held[n] for n in names], allow_unused=True)
-    out = {n: (torch.zeros_like(held[n]) if g is None else g.detach()) for n, g in zip(names, grads)}
-    return out, store
+    return {n: (torch.zeros_like(held[n]) if g is None else g.detach()) for n, g in zip(names, grads)}
 
 
 def _embeddings(model: TransformerBridge, tokens: Tensor) -> Tensor:
@@ -118,6 +131,68 @@ def _embeddings(model: TransformerBridge, tokens: Tensor) -> Tensor:
     with torch.no_grad():
         model.run_with_hooks(tokens, fwd_hooks=[("hook_embed", keep)], stop_at_layer=0)
     return captured["embed"]
+
+
+def _attribute(total: Tensor, delta: Float[Tensor, "batch pos writer d_model"], grads: dict[str, Tensor],
+               graph: CircuitGraph, writers: slice = slice(None)) -> None:
+    """Add ``delta_w . grad_r``, summed over the batch, to ``total[pos, reader, writer]`` for the
+    readers in ``grads`` and the writers ``writers``."""
+    for slots in graph.reader_hooks:
+        if slots.name in grads:
+            g = grads[slots.name].float()
+            g = g if slots.per_head else g[:, :, None]
+            total[:, slots.start:slots.stop, writers] += torch.einsum("bpwd,bprd->prw", delta[:, :, writers], g)
+
+
+def _input_ig(model: TransformerBridge, graph: CircuitGraph, chunk: CircuitTask, method: str, steps: int,
+              counterfactual: str, means: Tensor | None, passes: PassCount) -> Float[Tensor, "pos reader writer"]:
+    """EAP (``steps = 1``) or EAP-IG over the token embeddings, summed over the chunk's prompts."""
+    grads: dict[str, Tensor] = {}
+    clean_acts = torch.zeros(*chunk.clean.shape, len(graph.writers), model.cfg.d_model)
+    if method == "eap-ig":
+        clean_embed, corrupt_embed = _embeddings(model, chunk.clean), _embeddings(model, chunk.corrupt)
+        passes.forward += 2
+    for k in range(1, steps + 1):
+        last = k == steps  # the clean input: its writers' outputs are the ones edges are patched from
+        embed = None if last else corrupt_embed + (k / steps) * (clean_embed - corrupt_embed)
+        step_grads = _reader_gradients(model, graph, chunk, embed=embed, store=clean_acts if last else None)
+        passes.forward += 1
+        passes.backward += 1
+        for name, g in step_grads.items():
+            grads[name] = grads[name] + g / steps if name in grads else g / steps
+    counter = counterfactual_activations(model, graph, chunk, counterfactual, means, clean_acts.shape)
+    passes.forward += counterfactual == "corrupt"
+    total = torch.zeros(chunk.clean.shape[1], len(graph.readers), len(graph.writers))
+    _attribute(total, counter - clean_acts, grads, graph)
+    return total
+
+
+def _activation_ig(model: TransformerBridge, graph: CircuitGraph, chunk: CircuitTask, steps: int, counterfactual: str,
+                   means: Tensor | None, passes: PassCount) -> Float[Tensor, "pos reader writer"]:
+    """EAP-IG over each writer hook's outputs in turn, summed over the chunk's prompts."""
+    clean_acts, _ = writer_activations(model, graph, chunk.clean)
+    counter = counterfactual_activations(model, graph, chunk, counterfactual, means, clean_acts.shape)
+    passes.forward += 1 + (counterfactual == "corrupt")
+    delta = counter - clean_acts
+    clean_grads = _reader_gradients(model, graph, chunk)  # k = m: every layer's path ends at the clean run
+    passes.forward += 1
+    passes.backward += 1
+    total = torch.zeros(chunk.clean.shape[1], len(graph.readers), len(graph.writers))
+    for writer in graph.writer_hooks:
+        shift = delta[:, :, writer.start:writer.stop]
+        if not shift.any():  # e.g. position embeddings under a counterfactual of the same layout
+            continue
+        stage = graph.writers[writer.start].stage
+        downstream = tuple(h for h in graph.reader_hooks if graph.readers[h.start].stage > stage)
+        grads = {h.name: clean_grads[h.name] / steps for h in downstream}
+        for k in range(1, steps):
+            step_grads = _reader_gradients(model, graph, chunk, shift=(writer, (1 - k / steps) * shift), readers=downstream)
+            passes.forward += 1
+            passes.backward += 1
+            for name, g in step_grads.items():
+                grads[name] += g / steps
+        _attribute(total, delta, grads, graph, slice(writer.start, writer.stop))
+    return total
 
 
 def edge_scores(model: TransformerBridge, task: CircuitTask, method: str = "eap-ig", *, steps: int = 4,
@@ -132,6 +207,8 @@ def edge_scores(model: TransformerBridge, task: CircuitTask, method: str = "eap-
     >>> scores = edge_scores(model, task, "eap")
     >>> tuple(scores.shape[1:]), bool(scores.abs().sum() > 0)
     ((27, 12), True)
+    >>> torch.allclose(edge_scores(model, task, "eap-ig-act", steps=1), scores)   # one step: the clean point
+    True
     """
     steps = 1 if method == "eap" else steps
     check_method(method, counterfactual, steps)
@@ -139,33 +216,15 @@ def edge_scores(model: TransformerBridge, task: CircuitTask, method: str = "eap-
         raise ValueError("exact scores are per edge: use exact_scores(model, task, edges)")
     graph = graph or circuit_graph(model)
     passes = passes if passes is not None else PassCount()
-    n_pos = task.clean.shape[1]
-    total = torch.zeros(n_pos, len(graph.readers), len(graph.writers))
+    total = torch.zeros(task.clean.shape[1], len(graph.readers), len(graph.writers))
     with graph_hooks_enabled(model):
         means = mean_activations(model, graph, task, batch_size, passes) if counterfactual == "mean" else None
         for rows in tqdm(list(_chunks(task.n, batch_size)), desc=f"{method} scores", disable=not progress):
             chunk = task.rows(rows)
-            grads: dict[str, Tensor] = {}
-            clean_acts = None
-            if method == "eap-ig":
-                clean_embed, corrupt_embed = _embeddings(model, chunk.clean), _embeddings(model, chunk.corrupt)
-                passes.forward += 2
-            for k in range(1, steps + 1):
-                embed = None if method == "eap" or k == steps else \
-                    corrupt_embed + (k / steps) * (clean_embed - corrupt_embed)
-                step_grads, acts = _reader_gradients(model, graph, chunk, embed)
-                passes.forward += 1
-                passes.backward += 1
-                clean_acts = acts  # the last step is the clean input
-                for name, g in step_grads.items():
-                    grads[name] = grads[name] + g / steps if name in grads else g / steps
-            counter = counterfactual_activations(model, graph, chunk, counterfactual, means, clean_acts.shape)
-            passes.forward += counterfactual == "corrupt"
-            delta = counter - clean_acts
-            for slots in graph.reader_hooks:
-                g = grads[slots.name].float()
-                g = g if slots.per_head else g[:, :, None]
-                total[:, slots.start:slots.stop] += torch.einsum("bpwd,bprd->prw", delta, g)
+            if method == "eap-ig-act":
+                total += _activation_ig(model, graph, chunk, steps, counterfactual, means, passes)
+            else:
+                total += _input_ig(model, graph, chunk, method, steps, counterfactual, means, passes)
     return total * graph.valid / task.n
 
 
