@@ -94,6 +94,7 @@ RESULT_KINDS = (
     "theory_table", "planted_sensitivity", "planted_sensitivity_summary",
     "lorem_ipsum", "lorem_ipsum_summary", "git_history", "claims", "claims_matrix",
     "circuit", "circuit_summary", "circuit_curve", "circuit_components", "circuit_edges",
+    "circuit_routes", "circuit_difference", "circuit_wiring",
 )
 
 
