@@ -183,3 +183,22 @@ def test_circuit_difference_refuses_bad_arguments_in_one_line(argv, message, tmp
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert message in err.strip().splitlines()[-1] and "Traceback" not in err
+
+
+def test_circuit_difference_script_writes_both_tables_from_published_circuits(tmp_path):
+    import circuit_difference
+    from interp.core.tables import read_csv, write_table
+
+    for task, rows in (("UF", UF), ("UB", UB)):
+        write_table([{"model": "m", "task": task, "length": 5, "counterfactual": "corrupt", "rank": i + 1, **r}
+                     for i, r in enumerate(rows)], tmp_path / f"circuit_m_{task}_few-shot")
+    write_table([{"model": "m", "layer": 0, "head": h, "induction": 0.1 * h, "anti_induction": 0.0,
+                  "duplicate_v_composition": 0.5 - 0.1 * h} for h in range(2)], tmp_path / "head_scores_m")
+    out = tmp_path / "out"
+    out.mkdir()
+    assert circuit_difference.main(["--model", "m", "--variant", "few-shot", "--results", str(tmp_path), "--out", str(out),
+                                    "--quiet"]) == 0
+    wiring = {(r["circuit"], r["head"]): r["wired"] for r in read_csv(out / "circuit_wiring_m_few-shot.csv")}
+    assert wiring == {("UF", "a0.1"): False, ("UF", "a0.0"): True, ("UB", "a0.1"): False, ("UB", "a0.0"): False}
+    difference = read_csv(out / "circuit_difference_m_few-shot.csv")
+    assert {(r["position"], r["reader"], r["writer"]) for r in difference} >= {("string", "v", "head"), ("copy", "logits", "head")}
