@@ -7,7 +7,8 @@ anti-induction, duplicate-token x V-composition) are wired to the answer in each
     python analyses/circuit_difference.py --model scratch-ub --heads a0.1,a1.2
 
 No model runs: it reads results/circuit_<model>_<task>[_<variant>].csv (analyses/find_circuit.py) and
-writes circuit_difference_<model>[_<variant>] and circuit_wiring_<model>[_<variant>] (.csv/.json/.md).
+writes circuit_difference_<model>[_<variant>] and circuit_wiring_<model>[_<variant>] (.csv/.json/.md). Circuits
+of different sizes are compared by their top edges, as many as the smaller one has (``edges_each``).
 """
 
 from __future__ import annotations
@@ -60,13 +61,16 @@ def main(argv: list[str] | None = None) -> int:
         if not path.exists():
             fail(parser, "--model", f"no published circuit {path} (run analyses/find_circuit.py --model {args.model} "
                                     f"--task {task} and publish it)")
-        tables[task] = read_csv(path, required=("length", "pos", "role", "reader", "writer", "score"))
+        tables[task] = read_csv(path, required=("length", "rank", "pos", "role", "reader", "writer", "score"))
     lengths = sorted({int(r["length"]) for r in tables[tasks[0]]} & {int(r["length"]) for r in tables[tasks[1]]})
     length = args.length if args.length is not None else (lengths[0] if lengths else None)
     if length not in lengths:
         fail(parser, "--length", f"expected a length both circuits have ({lengths or 'none'}), got {length}")
     circuits = {t: [r for r in tables[t] if int(r["length"]) == length and r.get("counterfactual", "corrupt") == "corrupt"]
                 for t in tasks}
+    # circuits of different sizes differ by size alone: compare each one's top edges, as many as the smaller has
+    size = min(len(rows) for rows in circuits.values())
+    circuits = {t: [r for r in rows if int(r["rank"]) <= size] for t, rows in circuits.items()}
     labels = {str(r["reader"]) for rows in circuits.values() for r in rows} | {str(r["writer"]) for rows in circuits.values() for r in rows}
     edges_csv = result_stem(args.results, "circuit_edges", label, variant=[tasks[0]] + variant).with_suffix(".csv")
     if edges_csv.exists():  # every reader and writer kind, for the key/value grouping
@@ -82,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         scores = read_csv(scores_csv, required=("layer", "head"))
         heads = list(dict.fromkeys(f"a{r['layer']}.{r['head']}" for column in HEAD_SCORES if column in scores[0]
                                    for r in sorted(scores, key=lambda r: -float(r[column]))[:3]))
-    meta = {"model": label, "length": length}
+    meta = {"model": label, "length": length, "edges_each": size}
     difference = [meta | row for row in circuit_difference(circuits[tasks[0]], circuits[tasks[1]], tuple(tasks))]
     wiring = [meta | row for row in head_wiring(circuits, heads, group)]
     metadata = {"model": label, "tasks": tasks, "length": length, "heads_per_kv": group}

@@ -12,6 +12,9 @@ row gives the number, its 95% interval, the sample size, and a verdict:
 Proportions carry Wilson intervals; differences of proportions Newcombe's hybrid score interval
 (method 10). Head-score claims compare the best head's score with fixed levels (strong >= 0.5,
 weak < 0.2; both are mean attention to one position, so 1.0 is a head that always attends there).
+Route claims (``circuit_routes`` tables) compare the share of the metric gap carried by the paper's
+route (value reads from ``o + 1`` for UF, from ``o`` for UB) with the largest other route's, the
+difference bootstrapped over prompts.
 Nothing here runs a model: re-running an analysis and then ``analyses/claims.py`` refreshes it.
 """
 
