@@ -183,10 +183,11 @@ def _cell(model: TransformerBridge, graph: CircuitGraph, config: CircuitStudyCon
     if len(components) > MAX_EDGE_ROWS:  # the largest by any score
         size = torch.stack([s.sum(0)[components.reader, components.writer].abs() for s in scores.values()]).amax(0)
         kept = size.argsort(descending=True)[:MAX_EDGE_ROWS].sort().values
+    summed = {name: s.sum(0) for name, s in scores.items()}  # once: a pretrained model has 20,000 rows here
     for i in kept.tolist():
         r, w = int(components.reader[i]), int(components.writer[i])
         row = meta | {"reader": graph.readers[r].label, "writer": graph.writers[w].label}
-        row |= {name.replace("-", "_"): float(s.sum(0)[r, w]) for name, s in scores.items()}
+        row |= {name.replace("-", "_"): float(total[r, w]) for name, total in summed.items()}
         row["exact_component"] = float(exact_components[i]) if exact_components is not None else None
         component_rows.append(row)
     summary = meta | {"method": config.method, "steps": config.steps, "n": config.n, "edges": curve.total_edges,
