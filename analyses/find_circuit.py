@@ -30,7 +30,8 @@ from dataclasses import asdict
 
 import torch
 
-from interp.cli import Parser, add_model_args, add_output_args, fail, load_model_from_args, positive_int, positive_int_list, run, seed
+from interp.cli import (Parser, add_model_args, add_output_args, fail, load_model_from_args, non_negative_int, positive_int,
+                        positive_int_list, run, seed)
 from interp.cli.argtypes import fraction
 from interp.core.journal import RowJournal
 from interp.core.naming import model_name, result_stem
@@ -58,6 +59,8 @@ def build_parser() -> Parser:
                         help="corrupt (other letters, default), zero or mean")
     parser.add_argument("--exact", choices=EXACT_SCOPES, default="components",
                         help="exact effects of: no edge, every component-level edge (default), every position-resolved edge")
+    parser.add_argument("--verify", type=non_negative_int, default=0,
+                        help="exact effects of the top K edges by the --method score (a pretrained model's few; default 0)")
     parser.add_argument("--budget", type=positive_int_list, default=None,
                         help="edge budgets of the faithfulness curve (default: 1, 2, 4, ...)")
     parser.add_argument("--target", type=fraction, default=0.9, help="share of the metric gap the circuit must recover (default 0.9)")
@@ -88,7 +91,7 @@ def study_config(parser: Parser, args, bos: bool) -> CircuitStudyConfig:
         return CircuitStudyConfig(args.task, tuple(args.lengths), args.n, args.method, args.steps, args.counterfactual,
                                   args.exact, tuple(args.budget) if args.budget else None, args.target, args.random,
                                   args.format, shots, args.seed, args.batch_size, bos, args.metric,
-                                  attention=args.attention == "yes")
+                                  attention=args.attention == "yes", verify=args.verify)
     except ValueError as err:
         fail(parser, "--lengths" if "length" in str(err) else "--method", str(err))
 

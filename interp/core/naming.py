@@ -95,6 +95,7 @@ RESULT_KINDS = (
     "lorem_ipsum", "lorem_ipsum_summary", "git_history", "claims", "claims_matrix", "circuit_attention",
     "circuit", "circuit_summary", "circuit_curve", "circuit_components", "circuit_edges",
     "circuit_sensitivity", "circuit_sensitivity_summary", "circuit_sensitivity_stops",
+    "circuit_routes", "circuit_difference", "circuit_wiring",
 )
 
 

@@ -62,6 +62,7 @@ class CircuitStudyConfig:
     metric: str = "logit_diff"
     edges_per_pass: int = 16  # exact effects: edges patched side by side in one forward pass
     attention: bool = True  # also score attention-level edges (query position -> key position in a head)
+    verify: int = 0  # exact effects of the top `verify` edges by the primary score (where exact is not "positions")
 
     def __post_init__(self) -> None:
         if self.task not in RETRIEVAL_TASKS:
@@ -74,6 +75,8 @@ class CircuitStudyConfig:
             raise ValueError(f"exact={self.exact!r}; expected one of {', '.join(EXACT_SCOPES)}")
         if self.method == "exact" and self.exact != "positions":
             raise ValueError("method='exact' selects circuits by exact effects of every edge: it needs exact='positions'")
+        if self.verify < 0:
+            raise ValueError(f"verify={self.verify}: a number of edges, >= 0")
         if self.n < 1 or self.batch_size < 1:
             raise ValueError(f"n={self.n}, batch_size={self.batch_size}: both must be >= 1")
         if not 0 < self.target <= 1:
@@ -82,6 +85,21 @@ class CircuitStudyConfig:
 
 def _pearson(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(torch.corrcoef(torch.stack([a.double(), b.double()]))[0, 1])
+
+
+def _number(x: torch.Tensor) -> float | None:
+    """A table cell: None where an exact effect was not measured (NaN)."""
+    value = float(x)
+    return None if value != value else value
+
+
+def _top_edges(primary: torch.Tensor, graph: CircuitGraph, k: int) -> GraphEdges:
+    """The ``k`` position-resolved edges with the largest ``|primary|``, in the order a circuit takes them."""
+    valid = graph.valid.expand(primary.shape[0], -1, -1)
+    flat = torch.where(valid, primary.abs(), torch.tensor(-1.0)).flatten()
+    order = flat.argsort(descending=True, stable=True)[:k]
+    n_r, n_w = len(graph.readers), len(graph.writers)
+    return GraphEdges(order // (n_r * n_w), order % (n_r * n_w) // n_w, order % n_w)
 
 
 def _position_edges(scores: dict[str, torch.Tensor], exact: torch.Tensor | None, graph: CircuitGraph, task: CircuitTask,
@@ -95,7 +113,7 @@ def _position_edges(scores: dict[str, torch.Tensor], exact: torch.Tensor | None,
     for i, (p, r, w) in enumerate(zip(edges.pos.tolist(), edges.reader.tolist(), edges.writer.tolist())):
         row = meta | {"pos": p, "role": task.roles[p], "reader": graph.readers[r].label, "writer": graph.writers[w].label}
         row |= {name.replace("-", "_"): float(s[p, r, w]) for name, s in scores.items()}
-        row["exact"] = float(exact[p, r, w]) if exact is not None else None
+        row["exact"] = _number(exact[p, r, w]) if exact is not None else None
         rows.append(row)
     return rows
 
@@ -163,7 +181,7 @@ def _circuit_rows(curve: FaithfulnessCurve, primary: torch.Tensor, exact: torch.
         r, w = divmod(rest, n_w)
         rows.append(meta | {"rank": rank, "pos": p, "role": task.roles[p], "reader": graph.readers[r].label,
                             "writer": graph.writers[w].label, "score": float(primary[p, r, w]),
-                            "exact": float(exact[p, r, w]) if exact is not None else None})
+                            "exact": _number(exact[p, r, w]) if exact is not None else None})
     return rows, point.edges
 
 
@@ -201,8 +219,14 @@ def _cell(model: TransformerBridge, graph: CircuitGraph, config: CircuitStudyCon
     if config.exact in ("components", "positions"):
         exact_components = exact_scores(model, task, components, passes=passes, progress=progress,
                                         edges_per_pass=config.edges_per_pass, **common)
-    timings["exact"] = time.perf_counter() - t
     primary = scores[config.method]
+    if config.verify and exact_positions is None:  # only the top edges: NaN (no cell) elsewhere
+        top = _top_edges(primary, graph, config.verify)
+        values = exact_scores(model, task, top, passes=passes, progress=progress, edges_per_pass=config.edges_per_pass,
+                              **common)
+        exact_positions = torch.full((n_pos, len(graph.readers), len(graph.writers)), float("nan"))
+        exact_positions[top.pos, top.reader, top.writer] = values
+    timings["exact"] = time.perf_counter() - t
     budgets = list(config.budgets) if config.budgets else None
     curve = faithfulness_curve(model, task, primary, budgets=budgets, n_random=config.n_random, seed=config.seed,
                                passes=passes, **common)
@@ -212,10 +236,11 @@ def _cell(model: TransformerBridge, graph: CircuitGraph, config: CircuitStudyCon
     if len(components) > MAX_EDGE_ROWS:  # the largest by any score
         size = torch.stack([s.sum(0)[components.reader, components.writer].abs() for s in scores.values()]).amax(0)
         kept = size.argsort(descending=True)[:MAX_EDGE_ROWS].sort().values
+    summed = {name: s.sum(0) for name, s in scores.items()}  # once: a pretrained model has 20,000 rows here
     for i in kept.tolist():
         r, w = int(components.reader[i]), int(components.writer[i])
         row = meta | {"reader": graph.readers[r].label, "writer": graph.writers[w].label}
-        row |= {name.replace("-", "_"): float(s.sum(0)[r, w]) for name, s in scores.items()}
+        row |= {name.replace("-", "_"): float(total[r, w]) for name, total in summed.items()}
         row["exact_component"] = float(exact_components[i]) if exact_components is not None else None
         component_rows.append(row)
     summary = meta | {"method": config.method, "steps": config.steps, "n": config.n, "edges": curve.total_edges,
@@ -227,7 +252,15 @@ def _cell(model: TransformerBridge, graph: CircuitGraph, config: CircuitStudyCon
                       "forward_passes": passes.forward, "backward_passes": passes.backward,
                       "seconds": time.perf_counter() - started}
     summary |= {f"seconds_{k.replace('-', '_')}": v for k, v in timings.items()}
-    if exact_positions is not None:
+    if config.verify and config.exact != "positions":
+        measured = exact_positions.isfinite()
+        summary["verified_edges"] = int(measured.sum())
+        for method in methods:
+            if method in scores:
+                a, b = scores[method][measured], exact_positions[measured]
+                summary[f"pearson_top_{method.replace('-', '_')}"] = _pearson(a, b)
+                summary[f"spearman_top_{method.replace('-', '_')}"] = spearman(a, b)
+    elif exact_positions is not None:
         for method in methods:
             if method in scores:
                 a, b = scores[method][graph.valid.expand(n_pos, -1, -1)], exact_positions[graph.valid.expand(n_pos, -1, -1)]

@@ -12,6 +12,9 @@ row gives the number, its 95% interval, the sample size, and a verdict:
 Proportions carry Wilson intervals; differences of proportions Newcombe's hybrid score interval
 (method 10). Head-score claims compare the best head's score with fixed levels (strong >= 0.5,
 weak < 0.2; both are mean attention to one position, so 1.0 is a head that always attends there).
+Route claims (``circuit_routes`` tables) compare the share of the metric gap carried by the paper's
+route (value reads from ``o + 1`` for UF, from ``o`` for UB) with the largest other route's, the
+difference bootstrapped over prompts.
 Nothing here runs a model: re-running an analysis and then ``analyses/claims.py`` refreshes it.
 """
 
@@ -210,10 +213,52 @@ def _realistic_claims(model: str, rows: Rows, source: str) -> list[Claim]:
     return claims
 
 
+ROUTE_CLAIMS = {"UF": "UF's circuit runs through the induction route (value reads from o+1)",
+                "UB": "UB's circuit runs through the anti-induction route (value reads from o)"}
+
+
+def _route_claims(model: str, rows: Rows, source: str) -> list[Claim]:
+    """A copy runs through the paper's route when that route's value reads carry more of the metric gap
+    than either other route's (`interp.experiments.circuit_routes.route_preference`: the share
+    difference, its bootstrap interval over prompts); the circuit's heads where the table has them.
+
+    >>> rows = [{"task": "UB", "length": 5, "head_set": "all", "prompt": i, "route": r, "clean_metric": 2.0,
+    ...          "counterfactual_metric": -2.0, "correct": True,
+    ...          "patched_metric": {"o": -1.5, "o-1": 2.0, "o+1": 1.5 + 0.1 * (i % 2)}[r]} for i in range(8)
+    ...         for r in ("o-1", "o", "o+1")]
+    >>> c = _route_claims("m", rows, "circuit_routes_m_UB.csv")[0]
+    >>> c.verdict, round(c.estimate, 2), c.n
+    ('supports', 0.76, 8)
+    """
+    from interp.experiments.circuit_routes import EXPECTED_ROUTE, route_preference, route_shares
+
+    claims = []
+    for task in sorted({str(r["task"]) for r in rows} & set(ROUTE_CLAIMS)):
+        mine = [r for r in rows if r["task"] == task]
+        head_set = "circuit" if any(r["head_set"] == "circuit" for r in mine) else "all"
+        # prompts of every length pooled: one resampling unit per (length, prompt)
+        mine = [{**r, "prompt": int(r["length"]) * 1_000_000 + int(r["prompt"])} for r in mine if r["head_set"] == head_set]
+        expected = EXPECTED_ROUTE[task]
+        preference, shares = route_preference(mine, expected), route_shares(mine)
+        once = [r for r in mine if r["route"] == expected]
+        accuracy = sum(bool(r["correct"]) for r in once) / len(once)
+        lengths = ",".join(str(x) for x in sorted({int(r["length"]) for r in mine}))
+        value = ("share of the gap " + ", ".join(f"{s.route} {s.share:.2f} [{s.lo:.2f}, {s.hi:.2f}]" for s in shares.values())
+                 + f" ({head_set} heads; {task} {accuracy:.2f} clean, lengths {lengths})")
+        if accuracy < FLOOR:
+            claims.append(Claim(ROUTE_CLAIMS[task], model, value, preference.share, preference.lo, preference.hi,
+                                preference.n, "cannot test", source, f"{task} at {accuracy:.2f}: no copy to route"))
+            continue
+        claims.append(Claim(ROUTE_CLAIMS[task], model, value, preference.share, preference.lo, preference.hi, preference.n,
+                            _verdict(preference.lo, preference.hi), source,
+                            f"estimate: {expected}'s share minus the largest other; bootstrap over prompts"))
+    return claims
+
+
 READERS: dict[str, Callable[[str, Rows, str], list[Claim]]] = {
     "directional_bias": _directional_claims, "head_scores": _head_score_claims, "ablation": _ablation_claims,
     "edge_patching": _edge_claims, "from_scratch": _scratch_claims,
-    "git_history": _realistic_claims, "lorem_ipsum_summary": _realistic_claims,
+    "git_history": _realistic_claims, "lorem_ipsum_summary": _realistic_claims, "circuit_routes": _route_claims,
 }
 
 
