@@ -24,8 +24,8 @@ from interp.cli.args import add_executor_args, executor_from_args
 from interp.core.journal import RowJournal
 from interp.core.naming import result_stem
 from interp.core.tables import read_csv, read_table_metadata, row_from_mapping, to_markdown, write_table
-from interp.experiments.circuit_sensitivity import (CircuitSensitivityConfig, CircuitSensitivityRow, circuit_sensitivity,
-                                                     recovery_stops, recovery_summary)
+from interp.experiments.circuit_sensitivity import (SENSITIVITY_METHODS, CircuitSensitivityConfig, CircuitSensitivityRow,
+                                                     circuit_sensitivity, recovery_stops, recovery_summary)
 from interp.experiments.planted_sensitivity import SensitivityConfig
 from interp.interventions.circuits.scores import METHODS
 from interp.models.planted import PLANTED_MODELS
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strengths", type=fraction_list, default=list(SensitivityConfig.strengths),
                         help="strengths of the plant, 1 = as planted, 0 = noise (default: 1 to 0 in steps of 0.1)")
     parser.add_argument("--seeds", type=seed_list, default=list(SensitivityConfig.seeds), help="noise seeds (default: 0,1,2)")
-    parser.add_argument("--methods", type=name_list(METHODS, "methods"), default=list(METHODS),
+    parser.add_argument("--methods", type=name_list(METHODS, "methods"), default=list(SENSITIVITY_METHODS),
                         help="scores, comma-separated: eap, eap-ig, exact (default: all)")
     parser.add_argument("--n", type=positive_int, default=CircuitSensitivityConfig.n, help="prompts per task (default: 4)")
     parser.add_argument("--steps", type=positive_int, default=CircuitSensitivityConfig.steps,

@@ -1,7 +1,7 @@
 """`make run`'s ablation study (4 tasks x 11 conditions = 44 cells on the embedded SmolLM2-135M)
-one cell after the other in this process vs on a local Ray instance with `--workers` actors, each
-pinned to its share of the cores: identical tables (checked), the time ratio (A/B alternated), and
-where the time goes.
+and a directional grid (tasks x lengths, one cell each), one cell after the other in this process
+vs on a local Ray instance with `--workers` actors, each pinned to its share of the cores:
+identical rows (checked), the time ratio (A/B alternated), and where the time goes.
 
 Each Ray round is what a user's run pays: starting the instance and the actors, every actor
 loading its own model, the cells, and shutting down; the head scores are computed once (untimed)
@@ -13,7 +13,8 @@ Prints the A/B table, whether the tables are identical, the overhead lines, and 
 `RESULT` line with the speed-up (median, min-max).
 
     python benchmarks/bench_executor.py               # n = 30 (make run's), 3 rounds
-    python benchmarks/bench_executor.py --n 10 --repeats 5"""
+    python benchmarks/bench_executor.py --n 10 --repeats 5
+    python benchmarks/bench_executor.py --studies directional --directional-n 20"""
 
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ import time
 from functools import partial
 from pathlib import Path
 
-from interp.cli import Parser, positive_int, run
+from interp.cli import Parser, name_list, positive_int, positive_int_list, run
+from interp.data.tasks import get_task
 from interp.core.executor import ModelSource, RayExecutor, SerialExecutor, import_ray
-from interp.experiments import AblationConfig, ablation_study
+from interp.experiments import AblationConfig, ablation_study, directional_bias
 from interp.measure.head_scores import score_heads
 from interp.models import load_model
 
@@ -42,7 +44,16 @@ def build_parser() -> Parser:
     parser.add_argument("--score-sequences", type=positive_int, default=100,
                         help="sequences for the head scores (default: 100, as make run)")
     parser.add_argument("--noop-cells", type=positive_int, default=200, help="cells of the overhead probe (default: 200)")
+    parser.add_argument("--studies", type=name_list(STUDIES, "studies"), default=list(STUDIES),
+                        help="which studies to time (default: ablation,directional)")
+    parser.add_argument("--directional-n", type=positive_int, default=20, help="examples per directional cell (default: 20)")
+    parser.add_argument("--directional-lengths", type=positive_int_list, default=[5, 10, 20],
+                        help="lengths of the directional grid (default: 5,10,20)")
     return add_timing_args(parser)
+
+
+STUDIES = ("ablation", "directional")
+DIRECTIONAL_TASKS = ("UF", "UB", "UR", "UL")
 
 
 def _noop(model, shared, item):
@@ -66,19 +77,40 @@ def main(argv: list[str] | None = None) -> None:
                  f"k={config.k}, kinds {','.join(config.kinds)}, random seeds {config.random_seeds}; "
                  f"serial vs Ray with {args.workers} actors")
     model = load_model(device="cpu")
-    scores = score_heads(model, n_sequences=args.score_sequences, seed=config.seed, progress=False)
+    ratios: dict[str, list[float]] = {}
+    same: dict[str, bool] = {}
+    if "ablation" in args.studies:
+        scores = score_heads(model, n_sequences=args.score_sequences, seed=config.seed, progress=False)
 
-    def serial() -> list:
-        return ablation_study(model, scores, config, progress=False)
+        def serial() -> list:
+            return ablation_study(model, scores, config, progress=False)
 
-    def on_ray() -> list:
-        with RayExecutor(workers=args.workers) as executor:
-            return ablation_study(model, scores, config, progress=False, executor=executor, model_source=source)
+        def on_ray() -> list:
+            with RayExecutor(workers=args.workers) as executor:
+                return ablation_study(model, scores, config, progress=False, executor=executor, model_source=source)
 
-    result = compare("serial, this process", serial, f"Ray, {args.workers} actors (start, load, cells, stop)", on_ray,
-                     repeats=args.repeats, warmup=args.warmup, flops=False, title="ablation study: serial vs Ray")
-    same = result.a.output == result.b.output
-    print(f"{len(result.a.output)} cells; identical rows: {same}")
+        result = compare("serial, this process", serial, f"Ray, {args.workers} actors (start, load, cells, stop)", on_ray,
+                         repeats=args.repeats, warmup=args.warmup, flops=False, title="ablation study: serial vs Ray")
+        same["ablation"] = result.a.output == result.b.output
+        ratios["ablation"] = [a / b for a, b in zip(result.a.times, result.b.times)]  # > 1: Ray faster
+        print(f"{len(result.a.output)} cells; identical rows: {same['ablation']}")
+    if "directional" in args.studies:
+        tasks = [get_task(name) for name in DIRECTIONAL_TASKS]
+
+        def grid(**executor_args) -> list:
+            return directional_bias(model, tasks, args.directional_lengths, n_examples=args.directional_n, **executor_args)
+
+        def grid_on_ray() -> list:
+            with RayExecutor(workers=args.workers) as executor:
+                return grid(executor=executor, model_source=source)
+
+        result = compare("serial, this process", grid, f"Ray, {args.workers} actors (start, load, cells, stop)",
+                         grid_on_ray, repeats=args.repeats, warmup=args.warmup, flops=False,
+                         title=f"directional grid ({len(tasks)} tasks x lengths {args.directional_lengths}, "
+                               f"n={args.directional_n}): serial vs Ray")
+        same["directional"] = result.a.output == result.b.output
+        ratios["directional"] = [a / b for a, b in zip(result.a.times, result.b.times)]
+        print(f"{len(result.a.output)} cells; identical rows: {same['directional']}")
 
     started = time.perf_counter()
     with RayExecutor(workers=args.workers) as executor:
@@ -99,11 +131,11 @@ def main(argv: list[str] | None = None) -> None:
           f"({1e3 * min(ray_cells):.2f}-{1e3 * max(ray_cells):.2f}), serial {1e6 * statistics.median(serial_cells):.1f} us")
     print("peak memory per actor (VmHWM): " + ", ".join(f"{m:.0f} MB" for m in memory)
           + f"; this process (serial side): {_peak_rss_mb(os.getpid()):.0f} MB")
-    ratios = [a / b for a, b in zip(result.a.times, result.b.times)]  # > 1: Ray faster
-    print(f"RESULT serial / Ray ({args.workers} actors): median {statistics.median(ratios):.2f}x "
-          f"({min(ratios):.2f}-{max(ratios):.2f})")
-    if not same:
-        raise SystemExit("the serial and Ray tables differ")
+    for study, values in ratios.items():
+        print(f"RESULT {study}: serial / Ray ({args.workers} actors): median {statistics.median(values):.2f}x "
+              f"({min(values):.2f}-{max(values):.2f})")
+    if not all(same.values()):
+        raise SystemExit("the serial and Ray rows differ: " + ", ".join(k for k, v in same.items() if not v))
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ def run_settings(json_path: Path) -> str:
 
 FIGURE_OF_TABLE = {"directional_bias": "accuracy_vs_length", "from_scratch": "from_scratch"}  # other tables: same name
 LONG_TABLE = 20  # rows; a longer table is folded under its figure
+PAGE_ROWS = 500  # rows; a longer table shows these first
 
 
 def figure_stem(table: str, model: str) -> str:
@@ -72,11 +73,20 @@ def figure_block(stem: str, interactive: dict[str, int]) -> str:
 
 
 def compact_table(text: str) -> str:
-    """The table as is when short; folded under a summary line when long (the figure carries the overview)."""
-    rows = sum(1 for line in text.splitlines() if line.startswith("|")) - 2
+    """The table as is when short; folded under a summary line when long (the figure carries the
+    overview); cut to its first ``PAGE_ROWS`` rows when very long (a circuit's every edge: a page of
+    20,000 rows takes the build half a minute and no reader scrolls it; the CSV has them all)."""
+    lines = text.splitlines()
+    table = [i for i, line in enumerate(lines) if line.startswith("|")]
+    rows = len(table) - 2
     if rows <= LONG_TABLE:
         return text
-    return f'??? note "The table ({rows} rows)"\n\n' + textwrap.indent(text, "    ") + "\n"
+    title = f"The table ({rows} rows)"
+    if rows > PAGE_ROWS:
+        cut = table[2 + PAGE_ROWS - 1]
+        text = "\n".join(lines[: cut + 1])
+        title = f"The first {PAGE_ROWS} of the table's {rows} rows (every row: the .csv)"
+    return f'??? note "{title}"\n\n' + textwrap.indent(text, "    ") + "\n"
 
 
 def table_page(table: str, sources: list[Path], interactive: dict[str, int] | None = None) -> str:

@@ -48,6 +48,10 @@ QUERY_KEY_READERS = (".q", ".k")
 # switches UB on (UF accuracy 0.00 there), so planted-both is scored on UB.
 UNMARKED_TASK = "UB"
 
+# The scores of the published study (results/circuit_sensitivity_planted): EAP-IG over the
+# activations, also in METHODS, is asked for by name.
+SENSITIVITY_METHODS: tuple[str, ...] = ("eap", "eap-ig", "exact")
+
 
 def planted_tasks(model: str) -> tuple[str, ...]:
     """The tasks a planted model is scored on: its circuits, for a model with a task marker the one its
@@ -67,7 +71,7 @@ class CircuitSensitivityConfig:
     models: tuple[str, ...] = PLANTED_MODELS
     strengths: tuple[float, ...] = SensitivityConfig.strengths
     seeds: tuple[int, ...] = SensitivityConfig.seeds
-    methods: tuple[str, ...] = METHODS
+    methods: tuple[str, ...] = SENSITIVITY_METHODS
     copy_length: int = 4
     retrieval_length: int = 6
     n: int = 4
