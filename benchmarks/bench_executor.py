@@ -68,6 +68,19 @@ def _peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def _serial_vs_ray(title: str, study, source: ModelSource, args) -> tuple[bool, list[float]]:
+    """Alternate ``study()`` here and on a fresh Ray pool; (identical rows, serial / Ray per round)."""
+    def on_ray() -> list:
+        with RayExecutor(workers=args.workers) as executor:
+            return study(executor=executor, model_source=source)
+
+    result = compare("serial, this process", study, f"Ray, {args.workers} actors (start, load, cells, stop)", on_ray,
+                     repeats=args.repeats, warmup=args.warmup, flops=False, title=f"{title}: serial vs Ray")
+    same = result.a.output == result.b.output
+    print(f"{len(result.a.output)} cells; identical rows: {same}")
+    return same, [a / b for a, b in zip(result.a.times, result.b.times)]  # > 1: Ray faster
+
+
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     import_ray()
@@ -77,40 +90,20 @@ def main(argv: list[str] | None = None) -> None:
                  f"k={config.k}, kinds {','.join(config.kinds)}, random seeds {config.random_seeds}; "
                  f"serial vs Ray with {args.workers} actors")
     model = load_model(device="cpu")
-    ratios: dict[str, list[float]] = {}
-    same: dict[str, bool] = {}
+    studies = {}
     if "ablation" in args.studies:
         scores = score_heads(model, n_sequences=args.score_sequences, seed=config.seed, progress=False)
-
-        def serial() -> list:
-            return ablation_study(model, scores, config, progress=False)
-
-        def on_ray() -> list:
-            with RayExecutor(workers=args.workers) as executor:
-                return ablation_study(model, scores, config, progress=False, executor=executor, model_source=source)
-
-        result = compare("serial, this process", serial, f"Ray, {args.workers} actors (start, load, cells, stop)", on_ray,
-                         repeats=args.repeats, warmup=args.warmup, flops=False, title="ablation study: serial vs Ray")
-        same["ablation"] = result.a.output == result.b.output
-        ratios["ablation"] = [a / b for a, b in zip(result.a.times, result.b.times)]  # > 1: Ray faster
-        print(f"{len(result.a.output)} cells; identical rows: {same['ablation']}")
+        studies["ablation"] = ("ablation study", partial(ablation_study, model, scores, config))
     if "directional" in args.studies:
         tasks = [get_task(name) for name in DIRECTIONAL_TASKS]
-
-        def grid(**executor_args) -> list:
-            return directional_bias(model, tasks, args.directional_lengths, n_examples=args.directional_n, **executor_args)
-
-        def grid_on_ray() -> list:
-            with RayExecutor(workers=args.workers) as executor:
-                return grid(executor=executor, model_source=source)
-
-        result = compare("serial, this process", grid, f"Ray, {args.workers} actors (start, load, cells, stop)",
-                         grid_on_ray, repeats=args.repeats, warmup=args.warmup, flops=False,
-                         title=f"directional grid ({len(tasks)} tasks x lengths {args.directional_lengths}, "
-                               f"n={args.directional_n}): serial vs Ray")
-        same["directional"] = result.a.output == result.b.output
-        ratios["directional"] = [a / b for a, b in zip(result.a.times, result.b.times)]
-        print(f"{len(result.a.output)} cells; identical rows: {same['directional']}")
+        studies["directional"] = (f"directional grid ({len(tasks)} tasks x lengths {args.directional_lengths}, "
+                                  f"n={args.directional_n})",
+                                  partial(directional_bias, model, tasks, args.directional_lengths,
+                                          n_examples=args.directional_n))
+    ratios: dict[str, list[float]] = {}
+    same: dict[str, bool] = {}
+    for name, (title, study) in studies.items():
+        same[name], ratios[name] = _serial_vs_ray(title, study, source, args)
 
     started = time.perf_counter()
     with RayExecutor(workers=args.workers) as executor:
