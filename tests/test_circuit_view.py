@@ -7,6 +7,7 @@ import csv
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,20 @@ def test_slider_redraws_edges_and_faithfulness_in_headless_chromium(panel, tmp_p
     for words in ("a0.0.v", "embed", "position 4 (s1)", "EAP: ", "EAP-IG: -17.066", "exact: not measured",
                   "over all positions"):
         assert words in probe["hover"], (words, probe["hover"])
+
+
+def test_a_circuit_selected_by_eap_ig_over_activations_is_drawn_by_its_own_scores(tmp_path):
+    sys.path.insert(0, str(ROOT / "analyses"))
+    import find_circuit
+    from interp.cli import run
+
+    run(find_circuit.main, ["--model", "planted-ub", "--task", "UB", "--lengths", "3", "--n", "2", "--steps", "1",
+                            "--method", "eap-ig-act", "--random", "0", "--exact", "none", "--attention", "no",
+                            "--quiet", "--out", str(tmp_path)])
+    written, errors = make_figures(tmp_path, tmp_path / "figures", formats=("html",), log=lambda line: None)
+    assert errors == [] and [p.name for p in written] == ["circuit_planted-ub_UB.html"]
+    data = embedded(written[0].read_text())["circuits"][0]
+    assert data["method"] == "eap_ig_act" and "eap_ig_act" in data["methods"]
+    assert data["method_titles"]["eap_ig_act"] == "EAP-IG (activations)"
+    scores = [abs(s) for s in data["edges"]["eap_ig_act"]]
+    assert scores == sorted(scores, reverse=True) and scores[0] > 0

@@ -26,8 +26,9 @@ from interp.figures.style import FONT, OKABE_ITO, style
 EDGE_COLUMNS = ("length", "counterfactual", "pos", "role", "reader", "writer")
 CURVE_COLUMNS = ("length", "counterfactual", "edges", "recovered", "accuracy")
 SUMMARY_COLUMNS = ("length", "counterfactual", "method", "circuit_edges", "clean_metric", "empty_metric")
-SCORE_METHODS = ("eap", "eap_ig", "exact")  # edge-table columns, in the order the page shows them
-METHOD_TITLES = {"eap": "EAP", "eap_ig": "EAP-IG", "exact": "exact"}
+SCORE_METHODS = ("eap", "eap_ig", "eap_ig_act", "exact")  # edge-table columns, in the order the page shows them
+METHOD_TITLES = {"eap": "EAP", "eap_ig": "EAP-IG", "eap_ig_act": "EAP-IG (activations)", "exact": "exact",
+                 "exact_component": "exact"}
 CHANNEL_COLOURS = {"q": OKABE_ITO["blue"], "k": OKABE_ITO["purple"], "v": OKABE_ITO["vermillion"],
                    "in": OKABE_ITO["green"], "out": OKABE_ITO["black"]}
 CHANNEL_TITLES = {"q": "query input", "k": "key input", "v": "value input", "in": "MLP input", "out": "logits"}
@@ -129,7 +130,7 @@ def _method_column(method: str) -> str:
 
 
 def _component_numbers(rows: list[dict]) -> dict[str, dict]:
-    keep = ("eap", "eap_ig", "exact_component")
+    keep = (*SCORE_METHODS[:-1], "exact_component")
     return {f"{r['reader']}<-{r['writer']}": {k: r[k] for k in keep if r.get(k) is not None} for r in rows}
 
 
@@ -215,7 +216,7 @@ def page_data(panel: CircuitPanel) -> dict:
     initial = next((i for i, p in enumerate(budgets) if p["edges"] == panel.circuit_edges), len(budgets) - 1)
     return {
         "title": panel.title, "method": panel.method, "methods": methods,
-        "method_titles": {m: METHOD_TITLES.get(m, m) for m in methods},
+        "method_titles": {m: METHOD_TITLES.get(m, m) for m in (*methods, "exact_component")},
         "width": width, "height": height, "rows": row_labels, "columns": column_labels,
         "nodes": {k: [round(x, 1), round(y, 1)] for k, (x, y) in coords.items()},
         "readers": readers, "writers": writers, "roles": panel.roles,
@@ -300,7 +301,7 @@ SCRIPT = r"""
           `position ${pos} (${c.roles[pos]}), rank ${i + 1} by |${c.method_titles[method]}|`,
           ...c.methods.map(m => `${c.method_titles[m]}: ${fmt(c.edges[m][i])}`)];
         if (Object.keys(comp).length) lines.push('over all positions: ' +
-          Object.entries(comp).map(([m, v]) => `${m.replace('_component', '').replace('eap_ig', 'EAP-IG').replace('eap', 'EAP')} ${fmt(v)}`).join(', '));
+          Object.entries(comp).map(([m, v]) => `${c.method_titles[m] || m} ${fmt(v)}`).join(', '));
         el('title', {}, path).textContent = lines.join('\n');
         for (const [name, p] of [[writer, pos], [target, pos]]) {
           const key = name + '@' + p;
