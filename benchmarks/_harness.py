@@ -40,7 +40,12 @@ def count_flops(fn: Callable[[], Any]) -> tuple[int, Any]:
     return counter.get_total_flops(), value
 
 
-def _spread(values: list[float], fmt: str = "{:.2f}") -> str:
+def spread(values: list[float], fmt: str = "{:.2f}") -> str:
+    """Median (min-max) of repeated measurements.
+
+    >>> spread([3.0, 1.0, 2.0])
+    '2.00 (1.00-3.00)'
+    """
     return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
 
 
@@ -101,7 +106,7 @@ class Comparison:
             rate = side.gflops()
             share = f"{100 * rate / self.peak:.0f}%" if rate and self.peak else "-"
             flops = f"{side.flops / 1e9:>10.1f}" if side.flops else f"{'-':>10}"
-            lines.append(f"{tag}: {side.name:<{width - 3}}  {_spread(side.times):<24} {flops} "
+            lines.append(f"{tag}: {side.name:<{width - 3}}  {spread(side.times):<24} {flops} "
                          f"{rate or 0:>8.1f} {share:>8}")
         baseline_tag = "ABCDEFGH"[len(self.sides) - 1]
         for tag, side in zip("ABCDEFGH", self.sides[:-1]):
