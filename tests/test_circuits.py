@@ -123,3 +123,13 @@ def test_scratch_ub_route_runs_through_two_back_values_and_mlp1():
     after_occurrence = p.occurrences()[:-1] + 1
     reading = cache["blocks.1.attn.hook_pattern"][:, :, copy, after_occurrence].mean((0, 2))
     assert (reading[1:] > 0.5).all()  # heads 1.1-1.3 attend to o(t) + 1
+
+
+def test_exact_effects_of_every_position_edge_are_correlated_with_every_gradient_score():
+    model = load_model("planted-ub", device="cpu")
+    config = CircuitStudyConfig(lengths=(3,), n=2, steps=2, n_random=0, exact="positions", verify=4, edges_per_pass=64,
+                                budgets=(16,), attention=False)
+    summary = circuit_study(model, config, model_label="planted-ub")["summary"][0]
+    assert "verified_edges" not in summary and "pearson_top_eap" not in summary  # every edge measured: no top-only
+    assert summary["pearson_eap_ig"] > 0.5 and summary["pearson_eap"] > 0.5
+    assert -1 <= summary["spearman_eap_ig"] <= 1 and summary["pearson_components_eap_ig"] > 0.5

@@ -252,25 +252,20 @@ def _cell(model: TransformerBridge, graph: CircuitGraph, config: CircuitStudyCon
                       "forward_passes": passes.forward, "backward_passes": passes.backward,
                       "seconds": time.perf_counter() - started}
     summary |= {f"seconds_{k.replace('-', '_')}": v for k, v in timings.items()}
-    if config.verify and config.exact != "positions":
-        measured = exact_positions.isfinite()
-        summary["verified_edges"] = int(measured.sum())
+    if exact_positions is not None:  # every edge measured, or only the top ``verify`` (NaN elsewhere)
+        top_only = bool(config.verify) and config.exact != "positions"
+        measured = exact_positions.isfinite() if top_only else graph.valid.expand(n_pos, -1, -1)
+        prefix = "top_" if top_only else ""
+        if top_only:
+            summary["verified_edges"] = int(measured.sum())
         for method in methods:
-            if method in scores:
-                a, b = scores[method][measured], exact_positions[measured]
-                summary[f"pearson_top_{method.replace('-', '_')}"] = _pearson(a, b)
-                summary[f"spearman_top_{method.replace('-', '_')}"] = spearman(a, b)
-    elif exact_positions is not None:
-        for method in methods:
-            if method in scores:
-                a, b = scores[method][graph.valid.expand(n_pos, -1, -1)], exact_positions[graph.valid.expand(n_pos, -1, -1)]
-                summary[f"pearson_{method.replace('-', '_')}"] = _pearson(a, b)
-                summary[f"spearman_{method.replace('-', '_')}"] = spearman(a, b)
+            a, b = scores[method][measured], exact_positions[measured]
+            summary[f"pearson_{prefix}{method.replace('-', '_')}"] = _pearson(a, b)
+            summary[f"spearman_{prefix}{method.replace('-', '_')}"] = spearman(a, b)
     if exact_components is not None:
         for method in methods:
-            if method in scores:
-                a = scores[method].sum(0)[components.reader, components.writer]
-                summary[f"pearson_components_{method.replace('-', '_')}"] = _pearson(a, exact_components)
+            a = scores[method].sum(0)[components.reader, components.writer]
+            summary[f"pearson_components_{method.replace('-', '_')}"] = _pearson(a, exact_components)
     if is_planted(model_label):
         truth_set = planted_edges(model_label, config.task)
         truth = torch.tensor([(graph.readers[r].label, graph.writers[w].label) in truth_set
