@@ -72,8 +72,9 @@ def build_parser() -> Parser:
     parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--batch-size", type=positive_int, default=8, help="prompts per forward pass (default: 8)")
     parser.add_argument("--random", type=int, default=2, help="random circuits per budget for the baseline (default 2)")
-    parser.add_argument("--attention", choices=("yes", "no"), default="yes",
-                        help="also score attention-level edges, query -> key position inside each head (default: yes)")
+    parser.add_argument("--attention", choices=("yes", "no", "exact"), default="yes",
+                        help="also score attention-level edges, query -> key position inside each head (default: yes); "
+                             "'exact' also measures them exactly when --exact is none (the top 2,000 rows)")
     return parser
 
 
@@ -91,7 +92,8 @@ def study_config(parser: Parser, args, bos: bool) -> CircuitStudyConfig:
         return CircuitStudyConfig(args.task, tuple(args.lengths), args.n, args.method, args.steps, args.counterfactual,
                                   args.exact, tuple(args.budget) if args.budget else None, args.target, args.random,
                                   args.format, shots, args.seed, args.batch_size, bos, args.metric,
-                                  attention=args.attention == "yes", verify=args.verify)
+                                  attention=args.attention != "no",
+                                  attention_exact=args.attention == "exact", verify=args.verify)
     except ValueError as err:
         fail(parser, "--lengths" if "length" in str(err) else "--method", str(err))
 

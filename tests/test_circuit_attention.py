@@ -203,3 +203,16 @@ def test_mean_counterfactual_of_one_prompt_is_that_prompt(gqa):
     mean = attention_exact_scores(gqa, copying, sets, counterfactual="mean")
     torch.testing.assert_close(mean, attention_exact_scores(gqa, copying, sets, counterfactual="corrupt"))
     assert mean.abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("attention,measured", [("yes", False), ("exact", True)])
+def test_attention_rows_are_measured_exactly_without_exact_edges_only_when_asked(tmp_path, attention, measured):
+    import find_circuit
+    from interp.cli import run
+
+    run(find_circuit.main, ["--model", "planted-ub", "--task", "UB", "--lengths", "3", "--n", "2", "--steps", "1",
+                            "--random", "0", "--exact", "none", "--attention", attention, "--out", str(tmp_path), "--quiet"])
+    anti = next(r for r in read_csv(tmp_path / "circuit_attention_planted-ub_UB.csv") if r["hypothesis"] == "anti_induction")
+    assert (anti["exact"] is not None) == measured
+    if measured:
+        assert anti["exact"] < -5  # the planted route: its value read carries the answer

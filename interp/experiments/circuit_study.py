@@ -62,6 +62,7 @@ class CircuitStudyConfig:
     metric: str = "logit_diff"
     edges_per_pass: int = 16  # exact effects: edges patched side by side in one forward pass
     attention: bool = True  # also score attention-level edges (query position -> key position in a head)
+    attention_exact: bool = False  # their exact effects even when ``exact`` is "none" (the attention rows are few)
     verify: int = 0  # exact effects of the top `verify` edges by the primary score (where exact is not "positions")
 
     def __post_init__(self) -> None:
@@ -129,7 +130,7 @@ def _attention_rows(model: TransformerBridge, task: CircuitTask, config: Circuit
     scores = {method: role_scores(attention_edge_scores(model, task, method, steps=config.steps, **common), edges)
               for method in ("eap", "eap-ig") if method == "eap" or config.counterfactual == "corrupt"}
     exact = None
-    if config.exact != "none":
+    if config.exact != "none" or config.attention_exact:
         every_head = torch.tensor([edge.head < 0 for edge in edges])
         size = torch.where(every_head, float("inf"), torch.stack([s.abs() for s in scores.values()]).amax(0))
         chosen = size.argsort(descending=True)[:MAX_ATTENTION_EXACT]
