@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from interp.cli import Namespace
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "analyses"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -234,3 +236,19 @@ def test_a_bad_task_is_refused_before_torch_is_imported():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("show_heads.py: error: argument --task: unknown task 'UX'")
+
+
+def test_quiet_silences_the_loading_bars_of_transformers_too():
+    from transformers.utils import logging as transformers_logging
+
+    from interp.cli.args import load_model_from_args
+
+    transformers_logging.enable_progress_bar()  # scripts run in-process by other tests may have switched it off
+    try:
+        args = Namespace(model="tiny-gpt2", device="cpu", dtype=None, device_map=None, adapter=None, quiet=False)
+        load_model_from_args(args)
+        assert transformers_logging.is_progress_bar_enabled()
+        load_model_from_args(Namespace(**{**vars(args), "quiet": True}))
+        assert not transformers_logging.is_progress_bar_enabled()
+    finally:
+        transformers_logging.enable_progress_bar()

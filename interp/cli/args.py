@@ -211,6 +211,10 @@ def load_model_from_args(args: Namespace):
     """
     from interp.models import load_model
 
+    if getattr(args, "quiet", False):  # --quiet: transformers' own loading bars too (this process is the script's)
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
     kwargs = dict(device=None if args.device_map else args.device, dtype=args.dtype, device_map=args.device_map)
     if getattr(args, "adapter", None):
         kwargs["adapter"] = args.adapter
