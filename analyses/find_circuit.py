@@ -74,7 +74,8 @@ def build_parser() -> Parser:
     parser.add_argument("--random", type=int, default=2, help="random circuits per budget for the baseline (default 2)")
     parser.add_argument("--attention", choices=("yes", "no", "exact"), default="yes",
                         help="also score attention-level edges, query -> key position inside each head (default: yes); "
-                             "'exact' also measures them exactly when --exact is none (the top 2,000 rows)")
+                             "'exact' with --exact none also measures the rows over every head exactly (the paper's "
+                             "two hypotheses among them)")
     return parser
 
 

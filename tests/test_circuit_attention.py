@@ -212,7 +212,9 @@ def test_attention_rows_are_measured_exactly_without_exact_edges_only_when_asked
 
     run(find_circuit.main, ["--model", "planted-ub", "--task", "UB", "--lengths", "3", "--n", "2", "--steps", "1",
                             "--random", "0", "--exact", "none", "--attention", attention, "--out", str(tmp_path), "--quiet"])
-    anti = next(r for r in read_csv(tmp_path / "circuit_attention_planted-ub_UB.csv") if r["hypothesis"] == "anti_induction")
+    table = read_csv(tmp_path / "circuit_attention_planted-ub_UB.csv")
+    anti = next(r for r in table if r["hypothesis"] == "anti_induction")
     assert (anti["exact"] is not None) == measured
+    assert all(r["exact"] is None for r in table if r["head"] != "all")  # per-head rows stay first-order
     if measured:
         assert anti["exact"] < -5  # the planted route: its value read carries the answer

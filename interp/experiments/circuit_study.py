@@ -62,7 +62,7 @@ class CircuitStudyConfig:
     metric: str = "logit_diff"
     edges_per_pass: int = 16  # exact effects: edges patched side by side in one forward pass
     attention: bool = True  # also score attention-level edges (query position -> key position in a head)
-    attention_exact: bool = False  # their exact effects even when ``exact`` is "none" (the attention rows are few)
+    attention_exact: bool = False  # with exact "none": the every-head attention rows' exact effects all the same
     verify: int = 0  # exact effects of the top `verify` edges by the primary score (where exact is not "positions")
 
     def __post_init__(self) -> None:
@@ -133,7 +133,9 @@ def _attention_rows(model: TransformerBridge, task: CircuitTask, config: Circuit
     if config.exact != "none" or config.attention_exact:
         every_head = torch.tensor([edge.head < 0 for edge in edges])
         size = torch.where(every_head, float("inf"), torch.stack([s.abs() for s in scores.values()]).amax(0))
-        chosen = size.argsort(descending=True)[:MAX_ATTENTION_EXACT]
+        # --exact none: the every-head rows alone (a few dozen passes; per-head rows cost an hour on a CPU)
+        limit = MAX_ATTENTION_EXACT if config.exact != "none" else int(every_head.sum())
+        chosen = size.argsort(descending=True)[:limit]
         exact = torch.full((len(edges),), float("nan"))
         exact[chosen] = attention_exact_scores(model, task, [edges[i].edge_set for i in chosen.tolist()],
                                                sets_per_pass=config.edges_per_pass, **common)
