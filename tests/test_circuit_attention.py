@@ -215,6 +215,8 @@ def test_attention_rows_are_measured_exactly_without_exact_edges_only_when_asked
     table = read_csv(tmp_path / "circuit_attention_planted-ub_UB.csv")
     anti = next(r for r in table if r["hypothesis"] == "anti_induction")
     assert (anti["exact"] is not None) == measured
-    assert all(r["exact"] is None for r in table if r["head"] != "all")  # per-head rows stay first-order
+    per_head = sorted((r for r in table if r["head"] != "all"), key=lambda r: r["rank"])
+    assert all(r["exact"] is None for r in per_head)  # per-head rows stay first-order, ranked by the primary score
+    assert [abs(r["eap_ig"]) for r in per_head] == sorted((abs(r["eap_ig"]) for r in per_head), reverse=True)
     if measured:
         assert anti["exact"] < -5  # the planted route: its value read carries the answer

@@ -122,7 +122,8 @@ def _position_edges(scores: dict[str, torch.Tensor], exact: torch.Tensor | None,
 def _attention_rows(model: TransformerBridge, task: CircuitTask, config: CircuitStudyConfig, meta: dict,
                     passes: PassCount, progress: bool) -> list[dict]:
     """The attention table of one length: every role row's first-order scores and (if measured) exact effect,
-    ranked by |exact| (else |the primary score|) within the per-head rows and within the every-head rows."""
+    ranked within the per-head rows and within the every-head rows by |exact| where that scope was measured,
+    else by |the primary score|."""
     layout = attention_layout(model)
     edges = role_edges(task, layout)
     common = dict(counterfactual=config.counterfactual, batch_size=config.batch_size, layout=layout, passes=passes,
@@ -139,10 +140,13 @@ def _attention_rows(model: TransformerBridge, task: CircuitTask, config: Circuit
         exact = torch.full((len(edges),), float("nan"))
         exact[chosen] = attention_exact_scores(model, task, [edges[i].edge_set for i in chosen.tolist()],
                                                sets_per_pass=config.edges_per_pass, **common)
-    primary = exact if exact is not None else scores.get(config.method, scores["eap"])
+    first_order = scores.get(config.method, scores["eap"])
     rank = torch.zeros(len(edges), dtype=torch.long)
     for scope in (True, False):
         members = torch.tensor([(edge.head < 0) == scope for edge in edges]).nonzero()[:, 0]
+        # by |exact| where this scope was measured (unmeasured rows last), else by the first-order score
+        measured = exact is not None and bool(exact[members].isfinite().any())
+        primary = exact if measured else first_order
         order = primary[members].abs().nan_to_num(-1.0).argsort(descending=True, stable=True)
         rank[members[order]] = torch.arange(1, len(members) + 1)
     rows = []
