@@ -70,7 +70,7 @@ figures: $(STAMP) chromium
 
 # The paper's claims x models table (results/claims*, figures/claims.*) from the published results/; no model run.
 claims: $(STAMP) chromium
-	$(PY) analyses/claims.py --out results --figures figures
+	$(PY) analyses/claims.py --out results --figures figures --readme README.md
 
 # Edge patching (the paper's section 4.4) on the embedded model, and with the LoRA adapter trained on UB.
 edges: $(STAMP)

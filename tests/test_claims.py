@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import csv
+import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyses"))
 
 from interp.figures.claims import claim_rows, claims_figure, difference_interval
 
@@ -244,3 +247,37 @@ def test_the_realistic_tables_are_checked_like_the_others(tmp_path, stem, rows, 
     else:
         with pytest.raises(ValueError, match=rf"{stem}.csv, {fragment}"):
             read_published(csv_path)
+
+
+def test_claims_writes_its_matrix_into_the_readme_between_the_markers(tmp_path):
+    import claims as claims_script
+
+    page = tmp_path / "README.md"
+    page.write_text("# Title\n\n<!-- claims-matrix:start -->\nold table\n<!-- claims-matrix:end -->\nMore text.\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    claims_script.main(["--out", str(out), "--formats", "", "--readme", str(page), "--quiet"])
+    text = page.read_text()
+    matrix = (out / "claims_matrix.md").read_text().strip()
+    assert "old table" not in text and f"<!-- claims-matrix:start -->\n{matrix}\n<!-- claims-matrix:end -->" in text
+    assert text.startswith("# Title\n\n") and text.endswith("More text.\n")
+
+
+def test_the_readme_matrix_is_the_published_one():
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    block = readme.split("<!-- claims-matrix:start -->\n", 1)[1].split("\n<!-- claims-matrix:end -->", 1)[0]
+    assert block == (root / "results" / "claims_matrix.md").read_text().strip(), "run `make claims`"
+
+
+def test_claims_refuses_a_readme_without_markers_in_one_line(tmp_path, capsys):
+    import claims as claims_script
+    from interp.cli import run
+
+    page = tmp_path / "README.md"
+    page.write_text("# no markers\n")
+    with pytest.raises(SystemExit) as exit_info:
+        run(claims_script.main, ["--out", str(tmp_path), "--formats", "", "--readme", str(page)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--readme" in err.strip().splitlines()[-1] and "claims-matrix:start" in err and "Traceback" not in err

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from interp.core.naming import split_result_stem
 from interp.core.published import SCHEMAS, read_published
-from interp.core.tables import atomic_path, read_csv
+from interp.core.tables import atomic_path, atomic_write_text, read_csv
 
 TABLE_FORMATS = ("csv", "json", "md")
 # What every table writer writes; a JSON (the metadata) may be absent.
@@ -87,3 +87,28 @@ def publish_tables(build: str | Path, results: str | Path) -> PublishReport:
                 (results / f"{stem}.{fmt}").unlink(missing_ok=True)
         report.published.append(stem)
     return report
+
+
+def replace_marked_block(path: str | Path, name: str, block: str) -> Path:
+    """Replace what lies between ``<!-- name:start -->`` and ``<!-- name:end -->`` in the text file
+    ``path`` by ``block`` (written atomically); the rest of the file is kept as it is.
+
+    >>> import tempfile
+    >>> page = Path(tempfile.mkdtemp()) / "README.md"
+    >>> _ = page.write_text("intro\\n<!-- table:start -->\\nold\\n<!-- table:end -->\\nafter\\n")
+    >>> print(replace_marked_block(page, "table", "| a |\\n|---|").read_text(), end="")
+    intro
+    <!-- table:start -->
+    | a |
+    |---|
+    <!-- table:end -->
+    after
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
+        raise ValueError(f"{path}: expected one '{start}' line followed by one '{end}' line around the block to replace")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return atomic_write_text(path, f"{head}{start}\n{block.strip()}\n{end}{tail}")
