@@ -161,3 +161,18 @@ def test_a_circuit_selected_by_eap_ig_over_activations_is_drawn_by_its_own_score
     assert data["method_titles"]["eap_ig_act"] == "EAP-IG (activations)"
     scores = [abs(s) for s in data["edges"]["eap_ig_act"]]
     assert scores == sorted(scores, reverse=True) and scores[0] > 0
+
+
+def test_a_capped_edge_table_still_holds_the_largest_circuit_the_view_redraws(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "analyses"))
+    import find_circuit
+    from interp.cli import run
+    from interp.experiments import circuit_study
+
+    monkeypatch.setattr(circuit_study, "MAX_EDGE_ROWS", 10)  # a pretrained model's millions, in miniature
+    run(find_circuit.main, ["--model", "planted-ub", "--task", "UB", "--lengths", "3", "--n", "2", "--steps", "1",
+                            "--budget", "4,24", "--random", "0", "--exact", "none", "--attention", "no",
+                            "--quiet", "--out", str(tmp_path)])
+    assert len(read_csv(tmp_path / "circuit_edges_planted-ub_UB.csv")) == 24
+    (panel,) = load_circuit_panels(tmp_path / "circuit_planted-ub_UB.csv")
+    assert len(panel.edges) == 24 and panel.curve[-1]["edges"] == 24

@@ -104,12 +104,17 @@ def _top_edges(primary: torch.Tensor, graph: CircuitGraph, k: int) -> GraphEdges
 
 
 def _position_edges(scores: dict[str, torch.Tensor], exact: torch.Tensor | None, graph: CircuitGraph, task: CircuitTask,
-                    meta: dict) -> list[dict]:
+                    meta: dict, primary: str, selected: int) -> list[dict]:
+    """The position-resolved edge rows: every edge, or where a model has more than ``MAX_EDGE_ROWS``, the
+    ``selected`` largest by the ``primary`` score (the curve's largest circuit, which the view redraws)
+    and then the largest by any score."""
     valid = graph.valid.expand(task.clean.shape[1], -1, -1)
     edges = GraphEdges.from_mask(valid)
-    if len(edges) > MAX_EDGE_ROWS:  # a pretrained model has millions: keep the largest by any score
+    if len(edges) > max(MAX_EDGE_ROWS, selected):  # a pretrained model has millions
         size = torch.stack([s[edges.pos, edges.reader, edges.writer].abs() for s in scores.values()]).amax(0)
-        edges = edges[size.argsort(descending=True)[:MAX_EDGE_ROWS].sort().values]
+        by_primary = scores[primary][edges.pos, edges.reader, edges.writer].abs().argsort(descending=True, stable=True)
+        size[by_primary[:selected]] = float("inf")
+        edges = edges[size.argsort(descending=True, stable=True)[:max(MAX_EDGE_ROWS, selected)].sort().values]
     rows = []
     for i, (p, r, w) in enumerate(zip(edges.pos.tolist(), edges.reader.tolist(), edges.writer.tolist())):
         row = meta | {"pos": p, "role": task.roles[p], "reader": graph.readers[r].label, "writer": graph.writers[w].label}
@@ -289,7 +294,8 @@ def _cell(model: TransformerBridge, graph: CircuitGraph, config: CircuitStudyCon
                                                     "attention_forward_passes": attention_passes.forward,
                                                     "attention_backward_passes": attention_passes.backward}
     return {"length": length, "summary": summary, "curve": _curve_rows(curve, meta), "circuit": circuit_rows,
-            "components": component_rows, "edges": _position_edges(scores, exact_positions, graph, task, meta),
+            "components": component_rows, "edges": _position_edges(scores, exact_positions, graph, task, meta, config.method,
+                                                             max(p.edges for p in curve.points)),
             "attention": attention}
 
 
