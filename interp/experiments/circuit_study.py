@@ -109,12 +109,15 @@ def _position_edges(scores: dict[str, torch.Tensor], exact: torch.Tensor | None,
     ``selected`` largest by the ``primary`` score (the curve's largest circuit, which the view redraws)
     and then the largest by any score."""
     valid = graph.valid.expand(task.clean.shape[1], -1, -1)
+    limit = max(MAX_EDGE_ROWS, selected)
+    if int(valid.sum()) > limit:  # a pretrained model has millions
+        size = torch.stack([s.abs() for s in scores.values()]).amax(0).masked_fill(~valid, -1.0)
+        curve = _top_edges(scores[primary], graph, selected)
+        size[curve.pos, curve.reader, curve.writer] = float("inf")
+        kept = torch.zeros(size.numel(), dtype=torch.bool)
+        kept[size.flatten().argsort(descending=True, stable=True)[:limit]] = True
+        valid = kept.view(size.shape)
     edges = GraphEdges.from_mask(valid)
-    if len(edges) > max(MAX_EDGE_ROWS, selected):  # a pretrained model has millions
-        size = torch.stack([s[edges.pos, edges.reader, edges.writer].abs() for s in scores.values()]).amax(0)
-        by_primary = scores[primary][edges.pos, edges.reader, edges.writer].abs().argsort(descending=True, stable=True)
-        size[by_primary[:selected]] = float("inf")
-        edges = edges[size.argsort(descending=True, stable=True)[:max(MAX_EDGE_ROWS, selected)].sort().values]
     rows = []
     for i, (p, r, w) in enumerate(zip(edges.pos.tolist(), edges.reader.tolist(), edges.writer.tolist())):
         row = meta | {"pos": p, "role": task.roles[p], "reader": graph.readers[r].label, "writer": graph.writers[w].label}
