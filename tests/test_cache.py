@@ -182,3 +182,25 @@ def test_an_unwritable_processed_file_only_warns(tmp_path, monkeypatch, caplog):
     assert tl.weights_processed(bridge) and "could not write the processed-weight cache" in caplog.text
     assert not processed_weights_file(tmp_path, torch.float32, CPU).exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".processed")]  # no temporary file left
+
+
+def test_verifying_while_another_process_records_a_file_keeps_its_entry(tmp_path, monkeypatch):
+    import interp.models.store as store
+
+    for name in ("a.bin", "b.bin"):
+        (tmp_path / name).write_bytes(name.encode() * 100)
+    record_files(tmp_path, ["a.bin", "b.bin"])
+    os.utime(tmp_path / "a.bin", ns=(1, 1))  # same bytes under a new stat: verify refreshes its entry
+    hash_file, recorded = store.sha256_of, []
+
+    def hash_while_another_writer_records(path):
+        if not recorded:  # a load processing weights writes its file meanwhile
+            recorded.append((tmp_path / "c.bin").write_bytes(b"c"))
+            record_files(tmp_path, ["c.bin"])
+        return hash_file(path)
+
+    monkeypatch.setattr(store, "sha256_of", hash_while_another_writer_records)
+    verify(tmp_path)
+    files = read_manifest(tmp_path)
+    assert set(files) == {"a.bin", "b.bin", "c.bin"}
+    assert files["a.bin"]["mtime_ns"] == 1  # and its own refresh landed too

@@ -27,7 +27,9 @@ has written into them for `STALE_AFTER_S` seconds.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import hashlib
 import json
 import logging
@@ -35,7 +37,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from interp.core.locking import TableInUseError, TableLock
@@ -120,6 +122,28 @@ def _write_manifest(folder: Path, files: dict[str, dict]) -> None:
     atomic_write_text(folder / MANIFEST, json.dumps({"files": files}, indent=1, sort_keys=True))
 
 
+@contextlib.contextmanager
+def _manifest_update(folder: Path) -> Iterator[dict[str, dict]]:
+    """The manifest's entries to change in place, read and written back under an ``flock`` on the
+    folder itself: two processes that record, forget or refresh files at once (a load processing
+    weights while another verifies) each keep the other's entries. The folder is locked rather than
+    a lock file so that the version folder holds nothing unrecorded and a read-only cache still
+    locks."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            files = read_manifest(folder)
+        except CacheDamaged:
+            files = {}
+        before = json.dumps(files, sort_keys=True)
+        yield files
+        if json.dumps(files, sort_keys=True) != before:
+            _write_manifest(folder, files)
+    finally:
+        os.close(fd)  # drops the lock
+
+
 def read_manifest(folder: Path) -> dict[str, dict]:
     """The manifest of ``folder`` (file name -> size, time, checksum); [`CacheDamaged`][interp.models.store.CacheDamaged] when
     there is none.
@@ -151,13 +175,9 @@ def record_files(folder: Path, names: Iterable[str]) -> None:
     ['w.txt']
     """
     folder = Path(folder)
-    try:
-        files = read_manifest(folder)
-    except CacheDamaged:
-        files = {}
-    for name in names:
-        files[name] = _record(folder / name)
-    _write_manifest(folder, files)
+    records = {name: _record(folder / name) for name in names}  # hashed before locking: hashing takes seconds
+    with _manifest_update(folder) as files:
+        files.update(records)
 
 
 def forget_file(folder: Path, name: str) -> None:
@@ -173,12 +193,9 @@ def forget_file(folder: Path, name: str) -> None:
     """
     folder = Path(folder)
     (folder / name).unlink(missing_ok=True)
-    try:
-        files = read_manifest(folder)
-    except CacheDamaged:
-        return
-    if files.pop(name, None) is not None:
-        _write_manifest(folder, files)
+    if (folder / MANIFEST).exists():
+        with _manifest_update(folder) as files:
+            files.pop(name, None)
 
 
 def verify(folder: Path, names: Iterable[str] | None = None, full: bool = False) -> None:
@@ -199,7 +216,7 @@ def verify(folder: Path, names: Iterable[str] | None = None, full: bool = False)
     """
     folder = Path(folder)
     files = read_manifest(folder)
-    changed = False
+    refreshed: dict[str, dict] = {}
     for name in list(files) if names is None else names:
         path = folder / name
         if name not in files:
@@ -216,10 +233,13 @@ def verify(folder: Path, names: Iterable[str] | None = None, full: bool = False)
             if fresh["sha256"] != record["sha256"]:
                 raise CacheDamaged(path, "contents changed since it was written (checksum mismatch)")
             if fresh != record:
-                files[name], changed = fresh, True
-    if changed:  # the same bytes under a new stat (a copied cache, an older manifest): trusted from now on
+                refreshed[name] = fresh
+    if refreshed:  # the same bytes under a new stat (a copied cache, an older manifest): trusted from now on
         try:
-            _write_manifest(folder, files)
+            with _manifest_update(folder) as latest:
+                # only entries nobody rewrote meanwhile: a newer record of the same name wins
+                latest.update({name: fresh for name, fresh in refreshed.items()
+                               if latest.get(name, {}).get("sha256") == fresh["sha256"]})
         except OSError:  # a read-only cache is checked in full each time instead
             pass
 
