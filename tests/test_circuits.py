@@ -133,3 +133,14 @@ def test_exact_effects_of_every_position_edge_are_correlated_with_every_gradient
     assert "verified_edges" not in summary and "pearson_top_eap" not in summary  # every edge measured: no top-only
     assert summary["pearson_eap_ig"] > 0.5 and summary["pearson_eap"] > 0.5
     assert -1 <= summary["spearman_eap_ig"] <= 1 and summary["pearson_components_eap_ig"] > 0.5
+
+
+def test_the_faithfulness_curve_shows_its_passes_as_it_goes(planted_ub, capsys):
+    from interp.interventions.circuits.faithfulness import faithfulness_curve
+
+    model, task, graph = planted_ub
+    scores = edge_scores(model, task, "eap", graph=graph)
+    # full, empty, 3 budgets and 2 x 3 random circuits: 2 groups of 8 circuits, each over 2 chunks of 2 prompts
+    faithfulness_curve(model, task, scores, budgets=[4, 8, 16], n_random=2, batch_size=2, graph=graph, progress=True)
+    bar = capsys.readouterr().err
+    assert "faithfulness curve" in bar and "4/4" in bar

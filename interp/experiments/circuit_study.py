@@ -244,7 +244,7 @@ def _cell(model: TransformerBridge, graph: CircuitGraph, config: CircuitStudyCon
     timings["exact"] = time.perf_counter() - t
     budgets = list(config.budgets) if config.budgets else None
     curve = faithfulness_curve(model, task, primary, budgets=budgets, n_random=config.n_random, seed=config.seed,
-                               passes=passes, **common)
+                               passes=passes, progress=progress, **common)
     circuit_rows, circuit_size = _circuit_rows(curve, primary, exact_positions, graph, task, meta, config.target)
     component_rows = []
     kept = torch.arange(len(components))

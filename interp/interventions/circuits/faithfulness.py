@@ -6,11 +6,13 @@ areas (CPR, higher is better; CMD, lower is better; MIB's names) and a random-ci
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
+from tqdm.auto import tqdm
 
 from interp.interventions.circuits.graph import CircuitGraph, circuit_graph, graph_hooks_enabled
 from interp.interventions.circuits.patching import removal_hooks
@@ -18,6 +20,9 @@ from interp.interventions.circuits.scores import PassCount, _chunks, check_metho
 from interp.interventions.circuits.selection import as_positions, top_n
 from interp.interventions.circuits.task import CircuitTask
 from interp.models.bridge import TransformerBridge
+
+
+CIRCUITS_PER_PASS = 8  # circuits measured in one forward (the batch grows by this factor)
 
 
 @dataclass(frozen=True)
@@ -30,9 +35,10 @@ class CircuitMetrics:
 
 def circuit_metrics(model: TransformerBridge, task: CircuitTask, kept: Bool[Tensor, "group pos reader writer"], *,
                     counterfactual: str = "corrupt", batch_size: int = 8, graph: CircuitGraph | None = None,
-                    means: Tensor | None = None, passes: PassCount | None = None) -> CircuitMetrics:
+                    means: Tensor | None = None, passes: PassCount | None = None,
+                    on_chunk: Callable[[], None] | None = None) -> CircuitMetrics:
     """The metric and accuracy of each circuit in ``kept`` (edges outside it removed), one pass per
-    chunk of prompts for all circuits together.
+    chunk of prompts for all circuits together (``on_chunk`` is called after each: a progress bar).
 
     >>> import torch
     >>> from interp.models import load_model
@@ -62,6 +68,8 @@ def circuit_metrics(model: TransformerBridge, task: CircuitTask, kept: Bool[Tens
             passes.forward += 1 + (counterfactual == "corrupt")
             metric += chunk.metric(logits).view(groups, -1).sum(1)
             correct += chunk.correct(logits).view(groups, -1).float().sum(1)
+            if on_chunk is not None:
+                on_chunk()
     return CircuitMetrics(metric / task.n, correct / task.n)
 
 
@@ -131,9 +139,10 @@ def default_budgets(total: int) -> list[int]:
 def faithfulness_curve(model: TransformerBridge, task: CircuitTask, scores: Float[Tensor, "pos reader writer"], *,
                        budgets: list[int] | None = None, counterfactual: str = "corrupt", batch_size: int = 8,
                        n_random: int = 2, seed: int = 0, graph: CircuitGraph | None = None,
-                       passes: PassCount | None = None) -> FaithfulnessCurve:
+                       passes: PassCount | None = None, progress: bool = False) -> FaithfulnessCurve:
     """Top-``b`` circuits by ``|score|`` for each budget ``b`` (position-resolved edges), their exact
-    metric and accuracy, against ``n_random`` random circuits of each size (seeded).
+    metric and accuracy, against ``n_random`` random circuits of each size (seeded); ``progress``
+    shows a bar over the passes (on a pretrained model this is most of a circuit's time).
 
     >>> from interp.models import load_model
     >>> from interp.interventions.circuits import circuit_graph, copying_task, edge_scores
@@ -161,10 +170,13 @@ def faithfulness_curve(model: TransformerBridge, task: CircuitTask, scores: Floa
             noise = torch.rand(valid.shape, generator=generator)
             circuits.append(top_n(noise, b, valid))
     kept = torch.stack(circuits)
-    measured = []
-    for start in range(0, len(kept), 8):
-        measured.append(circuit_metrics(model, task, kept[start:start + 8], counterfactual=counterfactual,
-                                        batch_size=batch_size, graph=graph, means=means, passes=passes))
+    measured, starts = [], range(0, len(kept), CIRCUITS_PER_PASS)
+    with tqdm(total=len(starts) * -(-task.n // batch_size), desc="faithfulness curve",
+              disable=not progress) as bar:
+        for start in starts:
+            measured.append(circuit_metrics(model, task, kept[start:start + CIRCUITS_PER_PASS],
+                                            counterfactual=counterfactual, batch_size=batch_size, graph=graph,
+                                            means=means, passes=passes, on_chunk=bar.update))
     metric = torch.cat([m.metric for m in measured])
     accuracy = torch.cat([m.accuracy for m in measured])
     clean, empty = float(metric[0]), float(metric[1])
