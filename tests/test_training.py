@@ -185,3 +185,13 @@ def test_from_scratch_quick_run_produces_table_rows():
                                               (0.5, 1.0, "not learned", None)):
         (case,) = verdict([replace(id_row, accuracy=id_acc), replace(ood_row, accuracy=ood_acc)])
         assert (case.observed, case.agrees) == (observed, agrees)
+
+
+def test_a_finetune_table_records_the_thread_count_its_trajectory_depends_on(tmp_path):
+    from interp.core.tables import read_table_metadata
+
+    threads = torch.get_num_threads()
+    out = finetune("tiny-gpt2", small_config(steps=2, eval_examples=2, checkpoint_every=10), run_dir=tmp_path / "run",
+                   results_dir=tmp_path, device="cpu", progress=False)
+    stem = out.table[0].with_suffix("")
+    assert read_table_metadata(stem)["torch_threads"] == threads and out.info["final_step"] == 2

@@ -177,6 +177,8 @@ def _run_info(label: str, config: TrainConfig, result: TrainResult, memory: Memo
         "after": _accuracy_summary(result, steps[-1]) if steps else {},
         "after_step": steps[-1] if steps else None,
         "memory_estimate": memory.describe() if memory else None,
+        # a CPU run's trajectory depends on the thread count in its last digits (reductions split otherwise)
+        "torch_threads": torch.get_num_threads(),
         "scoring": "teacher-forced exact match (interp.measure.evaluate.evaluate_task), answer must end with the line's end marker",
     }
 
