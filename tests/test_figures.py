@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import pytest
 
 from interp import figures as F
+from interp.core.tables import read_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
@@ -357,3 +358,17 @@ def test_a_variant_table_of_the_same_model_names_its_figure_once(tmp_path):
         shutil.copy(f"results/{name}.csv", tmp_path / f"{name}.csv")
     names = [stem for stem, _ in build_figures(tmp_path, log=lambda line: None)[0]]
     assert sorted(names) == ["ablation_planted-ub", "ablation_planted-ub_anti-by-duplicate_v_composition"]
+
+
+@pytest.mark.browser
+@needs_browser
+def test_edge_patching_loss_axis_reaches_a_model_that_never_copies(tmp_path):
+    """planted-ub never copies forwards (UF loss ~30); plotly.js would leave the loss row at its empty
+    default range [-1, 4], drawing those points off the chart, unless the row asks for autorange."""
+    table = read_csv(ROOT / "results" / "edge_patching_planted-ub_single-shot.csv")
+    from interp.figures.edges import edge_patching_figure
+
+    dom = open_figure(edge_patching_figure(table), tmp_path, window=(1400, 800))
+    ticks = [float(t.replace("\u2212", "-")) for t in re.findall(r'<g class="y3tick"><text[^>]*>([^<]*)</text>', dom)]
+    largest_loss = max(-float(r["mean_logprob"]) for r in table)
+    assert largest_loss > 29 and ticks and max(ticks) >= 30, f"loss axis ticks {ticks}"
