@@ -130,10 +130,12 @@ def test_a_live_holder_is_refused_by_name_and_a_dead_ones_lock_is_taken_over(tmp
 
 
 def test_two_processes_on_one_out_never_mix_configurations(tmp_path):
-    """The issue's reproduction: --n 6 and --n 2 on one --out, the first killed, then --n 2 again."""
+    """The issue's reproduction: --n 32 and --n 2 on one --out, the first killed, then --n 2 again."""
     common = ["--model", "tiny-gpt2", "--device", "cpu", "--quiet", "--tasks", "UF,UB", "--out", str(tmp_path)]
     journal = tmp_path / "directional_bias_tiny-gpt2.partial.jsonl"
-    first = subprocess.Popen(_script("directional_bias", *common, "--lengths", "5-9", "--n", "6"),
+    # 50 cells, several seconds of work after the first rows: the first run must still be going when it
+    # is stopped (10 small cells ended between two polls on an idle machine)
+    first = subprocess.Popen(_script("directional_bias", *common, "--lengths", "2-26", "--n", "32"),
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
     try:
         _wait_for(lambda: journal.exists() and len(journal.read_text().splitlines()) >= 2, "a first row", first)
@@ -144,7 +146,7 @@ def test_two_processes_on_one_out_never_mix_configurations(tmp_path):
         assert second.stderr.strip().splitlines() == [
             next(line for line in second.stderr.splitlines() if line.startswith("error: "))]
         assert f"directional_bias_tiny-gpt2 is being written by another run (pid {first.pid} " in second.stderr
-        assert "--n 6" in second.stderr
+        assert "--n 32" in second.stderr
     finally:
         first.kill()
         first.wait()
