@@ -145,7 +145,10 @@ def on_files(files: Files, config) -> Files:
                       use_directory_urls=config["use_directory_urls"])
                  for figure in sorted([*FIGURES.glob("*.png"), *FIGURES.glob("*.html")])]
     drawn, heights = interactive_figures(config)
-    interactive = [f for f in drawn if not (FIGURES / Path(f.src_uri).name).is_file()]  # published pages win
+    # published pages win; plotly.js is always the hook's (a local `make figures` leaves an ignored copy
+    # in figures/, which is not served)
+    served = {f.src_uri for f in published}
+    interactive = [f for f in drawn if f.src_uri not in served]
     tables = published_tables()
     names = {f.src_uri: heights.get(f.src_uri, 700) for f in published + interactive if f.src_uri.endswith(".html")}
     for table, sources in tables.items():
