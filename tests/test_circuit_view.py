@@ -176,3 +176,20 @@ def test_a_capped_edge_table_still_holds_the_largest_circuit_the_view_redraws(tm
     assert len(read_csv(tmp_path / "circuit_edges_planted-ub_UB.csv")) == 24
     (panel,) = load_circuit_panels(tmp_path / "circuit_planted-ub_UB.csv")
     assert len(panel.edges) == 24 and panel.curve[-1]["edges"] == 24
+
+
+def test_the_published_views_are_what_make_figures_draws_from_the_published_tables(tmp_path):
+    """A view redrawn after a change of the page or of a table must be committed with it: every
+    ``figures/circuit_*.html`` equals the page built from ``results/`` now."""
+    from interp.figures.build import circuit_views
+    from interp.figures.circuit_view import save_circuit_view
+
+    views, errors = circuit_views(ROOT / "results", log=lambda _: None)
+    assert not errors and len(views) >= 9
+    stale = []
+    for stem, panels in views:
+        (page,) = save_circuit_view(panels, tmp_path / stem, ("html",),
+                                    source=f"results/{stem}.csv and the circuit_* tables beside it")
+        if page.read_bytes() != (ROOT / "figures" / f"{stem}.html").read_bytes():
+            stale.append(stem)
+    assert not stale, f"figures/ holds views older than their tables or the page code: {stale} (run make figures)"
