@@ -204,3 +204,18 @@ def test_verifying_while_another_process_records_a_file_keeps_its_entry(tmp_path
     files = read_manifest(tmp_path)
     assert set(files) == {"a.bin", "b.bin", "c.bin"}
     assert files["a.bin"]["mtime_ns"] == 1  # and its own refresh landed too
+
+
+def test_a_folder_the_file_system_cannot_lock_still_records_its_files(tmp_path, monkeypatch):
+    import errno
+
+    import interp.models.store as store
+
+    def no_folder_locks(fd, operation):  # NFS: flock is a POSIX lock, refused on a read-only descriptor
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+
+    monkeypatch.setattr(store.fcntl, "flock", no_folder_locks)
+    (tmp_path / "a.bin").write_bytes(b"a")
+    record_files(tmp_path, ["a.bin"])
+    verify(tmp_path, full=True)
+    assert set(read_manifest(tmp_path)) == {"a.bin"}

@@ -128,10 +128,14 @@ def _manifest_update(folder: Path) -> Iterator[dict[str, dict]]:
     folder itself: two processes that record, forget or refresh files at once (a load processing
     weights while another verifies) each keep the other's entries. The folder is locked rather than
     a lock file so that the version folder holds nothing unrecorded and a read-only cache still
-    locks."""
+    locks. Where the file system cannot lock a folder (NFS emulates ``flock`` with POSIX locks, which
+    refuse a write lock on a read-only descriptor) the update goes on unlocked, as a single writer's would."""
     fd = os.open(folder, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as err:
+            logger.debug("%s: cannot lock the folder (%s); updating its manifest unlocked", folder, err)
         try:
             files = read_manifest(folder)
         except CacheDamaged:
