@@ -18,7 +18,9 @@ verify`` does so for the whole cache). Trusting an unchanged stat is sound again
 made through the file system: every write, and every ``utime`` that puts a modification time
 back, sets the change time (``ctime``) to now, and no system call sets it back; a copy or
 restore of the cache is a new inode. What a stat cannot see (bits rotting on the disk, a device
-written underneath the file system) is what the full check is for.
+written underneath the file system) is what the full check is for. Processes that add, drop or
+refresh manifest entries at once take turns under an ``flock`` on the version folder, so none loses
+another's entry.
 
 A process killed mid-write leaves its staging folder or temporary file (``.<name>.<random>``)
 beside the target; [`remove_stale_staging`][interp.models.store.remove_stale_staging] removes any process's leftovers once nothing
