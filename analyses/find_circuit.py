@@ -3,7 +3,8 @@ select circuits over edge budgets and measure how much of the task they carry.
 
     python analyses/find_circuit.py --model planted-ub --task UB            # recovers the planted circuit
     python analyses/find_circuit.py --model scratch-ub --task UB --lengths 5 --exact positions --bos yes
-    python analyses/find_circuit.py --task UF --lengths 10 --format few-shot --n 16 --exact none   # SmolLM2 (GQA)
+    python analyses/find_circuit.py --task UF --format few-shot --shots 5 --lengths 5 --n 8 --steps 2 \\
+        --exact none --verify 16 --budget 256,1024,4096,16384 --random 1 --batch-size 2   # SmolLM2: 7 min, 5.5 GB
     python analyses/find_circuit.py --model planted-ub --task UB --counterfactual zero --method eap
     python analyses/find_circuit.py --model planted-ub --task UB --method eap-ig-act --steps 4   # IG over each layer's outputs
     python analyses/find_circuit.py --model planted-ul --task UL --lengths 8
