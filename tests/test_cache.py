@@ -219,3 +219,8 @@ def test_a_folder_the_file_system_cannot_lock_still_records_its_files(tmp_path, 
     record_files(tmp_path, ["a.bin"])
     verify(tmp_path, full=True)
     assert set(read_manifest(tmp_path)) == {"a.bin"}
+
+
+def test_recording_nothing_still_writes_a_manifest(tmp_path):
+    record_files(tmp_path, [])  # a version folder with no files is still the cache's own
+    assert read_manifest(tmp_path) == {}

@@ -138,13 +138,14 @@ def _manifest_update(folder: Path) -> Iterator[dict[str, dict]]:
             fcntl.flock(fd, fcntl.LOCK_EX)
         except OSError as err:
             logger.debug("%s: cannot lock the folder (%s); updating its manifest unlocked", folder, err)
+        before = None  # no manifest yet (or an unreadable one): written whatever the change
         try:
             files = read_manifest(folder)
+            before = json.dumps(files, sort_keys=True)
         except CacheDamaged:
             files = {}
-        before = json.dumps(files, sort_keys=True)
         yield files
-        if json.dumps(files, sort_keys=True) != before:
+        if before is None or json.dumps(files, sort_keys=True) != before:
             _write_manifest(folder, files)
     finally:
         os.close(fd)  # drops the lock
