@@ -200,9 +200,12 @@ def forget_file(folder: Path, name: str) -> None:
     """
     folder = Path(folder)
     (folder / name).unlink(missing_ok=True)
-    if (folder / MANIFEST).exists():
-        with _manifest_update(folder) as files:
-            files.pop(name, None)
+    try:
+        read_manifest(folder)
+    except CacheDamaged:  # none, or unreadable: left as it is for the next load to judge
+        return
+    with _manifest_update(folder) as files:
+        files.pop(name, None)
 
 
 def verify(folder: Path, names: Iterable[str] | None = None, full: bool = False) -> None:
