@@ -181,15 +181,13 @@ def test_a_capped_edge_table_still_holds_the_largest_circuit_the_view_redraws(tm
 def test_the_published_views_are_what_make_figures_draws_from_the_published_tables(tmp_path):
     """A view redrawn after a change of the page or of a table must be committed with it: every
     ``figures/circuit_*.html`` equals the page built from ``results/`` now."""
-    from interp.figures.build import circuit_views
-    from interp.figures.circuit_view import save_circuit_view
+    from interp.figures.build import circuit_views, write_circuit_view
 
     views, errors = circuit_views(ROOT / "results", log=lambda _: None)
     assert not errors and len(views) >= 9
     stale = []
     for stem, panels in views:
-        (page,) = save_circuit_view(panels, tmp_path / stem, ("html",),
-                                    source=f"results/{stem}.csv and the circuit_* tables beside it")
+        (page,) = write_circuit_view(stem, panels, ROOT / "results", tmp_path)
         if page.read_bytes() != (ROOT / "figures" / f"{stem}.html").read_bytes():
             stale.append(stem)
     assert not stale, f"figures/ holds views older than their tables or the page code: {stale} (run make figures)"

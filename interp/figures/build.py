@@ -167,6 +167,20 @@ def circuit_views(results_dir: str | Path, model: str | None = None,
     return views, errors
 
 
+def write_circuit_view(stem: str, panels: list[CircuitPanel], results_dir: str | Path, out_dir: str | Path,
+                       formats: Sequence[str] = ("html",), exporter=None) -> list[Path]:
+    """One circuit of [`circuit_views`][interp.figures.build.circuit_views] as ``out_dir/<stem>.<format>``: its own
+    page (inline SVG, no plotly.js) and any static format, naming the tables it was drawn from.
+
+    >>> import tempfile
+    >>> (stem, panels), = circuit_views("results", "planted-ub", log=lambda line: None)[0]
+    >>> [p.name for p in write_circuit_view(stem, panels, "results", tempfile.mkdtemp())]  # run from the repository's root
+    ['circuit_planted-ub_UB.html']
+    """
+    return save_circuit_view(panels, Path(out_dir) / stem, formats, exporter=exporter,
+                             source=f"{Path(results_dir).name}/{stem}.csv and the circuit_* tables beside it")
+
+
 def make_figures(results_dir: str | Path = "results", out_dir: str | Path = "figures",
                  formats: Sequence[str] = ("html", "pdf", "png"), model: str | None = None, inline_js: bool = False,
                  log=print) -> tuple[list[Path], list[str]]:
@@ -196,9 +210,8 @@ def make_figures(results_dir: str | Path = "results", out_dir: str | Path = "fig
             paths = save_figure(fig, out_dir / stem, formats, exporter=exporter, inline_js=inline_js)
             log(f"wrote {', '.join(str(p) for p in paths)}")
             written += paths
-        for stem, panels in circuits:  # their own page (inline SVG, no plotly.js) beside a static plotly figure
-            paths = save_circuit_view(panels, out_dir / stem, formats, exporter=exporter,
-                                      source=f"{Path(results_dir).name}/{stem}.csv and the circuit_* tables beside it")
+        for stem, panels in circuits:
+            paths = write_circuit_view(stem, panels, results_dir, out_dir, formats, exporter=exporter)
             log(f"wrote {', '.join(str(p) for p in paths)}")
             written += paths
     finally:
