@@ -86,9 +86,7 @@ def edge_patching_figure(rows: Rows, source: str = "edge_patching.csv") -> go.Fi
                 hovertemplate=f"{task} {label}<br>length %{{x}}: loss %{{y:.3f}}<extra></extra>"), row=2, col=col)
         fig.update_xaxes(title_text="copy length L (letters)", row=2, col=col)
         fig.update_yaxes(range=[-3, 103], title_text="all-correct accuracy (%)" if col == 1 else None, row=1, col=col)
-        # plotly.js leaves a matched axis group without a range at its empty default [-1, 4] once another
-        # group has one: a loss of 30 would be drawn off the chart
-        fig.update_yaxes(title_text="cross-entropy over the copy" if col == 1 else None, autorange=True, row=2, col=col)
+        fig.update_yaxes(title_text="cross-entropy over the copy" if col == 1 else None, row=2, col=col)
     fig.update_layout(legend=dict(title_text="condition", x=1.02, y=1, xanchor="left", yanchor="top"))
     n = sorted({int(r["n_examples"]) for r in rows if r.get("n_examples") not in (None, "")})
     shots = sorted({int(r["shots"]) for r in rows if r.get("shots") not in (None, "")}) or ["few"]

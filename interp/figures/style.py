@@ -49,6 +49,12 @@ def style(fig: go.Figure, title: str, width: int, height: int, note: str | None 
     (600, 400)
     """
     fig.update_layout(template=TEMPLATE, title_text=title, width=width, height=height)
+    # A group of shared axes without a range must say autorange on its first axis (the one the others
+    # match): plotly.js leaves it at its empty default [-1, 4] once another group has a range, drawing the
+    # data off the chart. An axis that matches another takes that one's range, set or not.
+    for axes in (fig.for_each_xaxis, fig.for_each_yaxis):
+        axes(lambda axis: axis.update(autorange=True),
+             selector=lambda axis: axis.range is None and axis.autorange is None and axis.matches is None)
     if note:
         chars = max(40, int((width - 100) / 7.0))  # ~7 px per character at 12 px
         note = "<br>".join(textwrap.wrap(note, chars))
