@@ -165,3 +165,52 @@ def test_api_reference_fences_top_level_doctests() -> None:
     for test in doctest.DocTestFinder().find(hook):
         runner.run(test)
     assert runner.summarize(verbose=False).failed == 0
+
+
+# --------------------------------------------------------------------------- the API reference's pages
+
+
+def api_hook():
+    spec = importlib.util.spec_from_file_location("api_index", ROOT / "docs" / "hooks" / "api_index.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    return hook
+
+
+def test_each_module_belongs_to_one_api_page_by_its_package() -> None:
+    """A module documented on two pages gives autorefs two primary URLs (a strict build aborts, or not,
+    by the order it meets them): each page names one package, and a module goes to its longest."""
+    hook = api_hook()
+    pages = hook.api_pages()
+    modules = [m for m in hook.module_names() if m != "interp"]
+    assert len(set(pages.values())) == len(pages) == len(list((ROOT / "docs" / "api").glob("*.md")))
+    owners = {m: [page for package, page in pages.items() if hook.page_of(m, {package: page})] for m in modules}
+    assert all(owners.values()), f"modules on no API page: {[m for m, o in owners.items() if not o]}"
+    assert hook.page_of("interp.interventions.circuits.known", pages) == "api/circuits.md"
+    assert hook.page_of("interp.interventions.ablation", pages) == "api/interventions.md"
+    listed = {page: hook.reference(package, pages, modules) for package, page in pages.items()}
+    for module in modules:
+        on = [page for page, text in listed.items() if re.search(rf"^::: {re.escape(module)}$", text, re.MULTILINE)]
+        assert on == [hook.page_of(module, pages)], f"{module} is listed on {on}"
+
+
+def test_a_new_module_lands_on_its_packages_page(tmp_path) -> None:
+    hook = api_hook()
+    package = tmp_path / "interp"
+    for folder in ("", "interventions", "interventions/circuits"):
+        (package / folder).mkdir(parents=True, exist_ok=True)
+        (package / folder / "__init__.py").write_text("")
+    for module in ("interventions/ablation.py", "interventions/circuits/role_graph.py", "interventions/_private.py"):
+        (package / module).write_text("")
+    api = tmp_path / "api"
+    api.mkdir()
+    (api / "interventions.md").write_text("::: interp.interventions\n")
+    (api / "circuits.md").write_text("::: interp.interventions.circuits\n")
+    pages, modules = hook.api_pages(api), hook.module_names(package)
+    assert modules == ["interp", "interp.interventions", "interp.interventions.ablation",
+                       "interp.interventions.circuits", "interp.interventions.circuits.role_graph"]
+    assert hook.reference("interp.interventions.circuits", pages, modules).count(":::") == 2
+    assert "role_graph" not in hook.reference("interp.interventions", pages, modules)
+    (api / "again.md").write_text("::: interp.interventions\n")
+    with pytest.raises(Exception, match="interp.interventions is already the package of api/again.md"):
+        hook.api_pages(api)

@@ -1,10 +1,11 @@
 """The documentation site as built (``mkdocs build --strict`` into a temporary folder, once for the module):
 no raw Sphinx roles, every published figure on some page, results pages that lead with their figure,
-the public API first in search, no online fonts; in headless Chromium, results pages that are short
+the public API first in search, a search index, each module on one API page, no online fonts; in headless Chromium, results pages that are short
 and whose wide tables scroll."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -81,6 +82,29 @@ def test_search_ranks_the_public_api_first(site):
     best = max(hits, key=lambda d: (d.get("boost", 1), d["title"] == "ablated"))
     assert best["title"] == "ablated" and best.get("boost", 1) > 1, best
     assert best["location"] == "api/#ablated" and "<code>interp.ablated</code>" in best["text"]
+
+
+def test_the_site_has_its_search_index(site):
+    index = site / "search" / "search_index.json"
+    assert index.is_file(), "the site was written without search/search_index.json: search fails on every page"
+    locations = {doc["location"].split("#")[0] for doc in json.loads(index.read_text())["docs"]}
+    assert {"", "api/circuits/", "api/interventions/", "results/head_scores/"} <= locations
+
+
+def test_each_module_is_documented_on_exactly_one_api_page(site):
+    """Two pages with one module's anchors give autorefs two primary URLs, and the strict build aborts
+    or not by the order it meets them."""
+    spec = importlib.util.spec_from_file_location("api_index", ROOT / "docs" / "hooks" / "api_index.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    modules, api = [m for m in hook.module_names() if m != "interp"], hook.api_pages()
+    anchors: dict[str, set[str]] = {}
+    for name, text in pages(site).items():
+        for anchor in set(re.findall(r'id="(interp[\w.]*)"', text)):
+            anchors.setdefault(anchor, set()).add(str(Path(name).parent))
+    where = {module: sorted(anchors.get(module, ())) for module in modules}
+    assert {m: p for m, p in where.items() if len(p) != 1} == {}, "modules documented on no page or on several"
+    assert all(p == [hook.page_of(m, api).removesuffix(".md")] for m, p in where.items()), where
 
 
 def test_no_online_fonts(site):

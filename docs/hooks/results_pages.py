@@ -1,5 +1,13 @@
-"""MkDocs hook: one page per results table under ``results/`` (``results/<table>_<model>.md``), built at
+"""MkDocs hook: one page per results table under ``results/`` (``results/<table>_<model>.csv``), built at
 every ``mkdocs build``, so the site shows whatever tables the last published runs wrote.
+
+Every table on a page is generated from its CSV as read back through the validating reader
+(`interp.core.publish.validated_rows`), each cell escaped for Markdown and HTML
+(`interp.core.tables.to_markdown`): the published ``.md`` is never pasted, so an edited ``.md`` can
+neither run a script in the site nor show a number its CSV does not hold. A table the reader refuses
+is not shown (its section says why) and the build warns, which fails ``mkdocs build --strict``.
+A table appears on the site when it is published with its Markdown (``results/<stem>.md`` beside the
+CSV; a circuit's every edge, kept as CSV only, does not).
 
 The published figures (``figures/*.png``, and the attention page ``figures/*.html``) are served at
 ``figures/`` of the site, and every figure ``interp.figures.build_figures`` draws from ``results/`` is
@@ -12,6 +20,7 @@ run's settings (from the ``.json`` beside it), then the table, folded away when 
 from __future__ import annotations
 
 import json
+import logging
 import textwrap
 from collections import defaultdict
 from pathlib import Path
@@ -19,11 +28,14 @@ from pathlib import Path
 from mkdocs.structure.files import File, Files
 
 from interp.core.naming import split_result_stem
+from interp.core.publish import STEM, settle, validated_rows
+from interp.core.tables import markdown_cell, to_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
 FIGURES = ROOT / "figures"
 PAGE_DIR = "results"
+log = logging.getLogger("mkdocs.hooks.results_pages")  # a warning under "mkdocs" fails a strict build
 
 
 def table_and_model(stem: str) -> tuple[str, str]:
@@ -42,7 +54,8 @@ def run_settings(json_path: Path) -> str:
         return ""
     if not metadata:
         return ""
-    text = metadata if isinstance(metadata, str) else json.dumps(metadata, indent=1, default=str)
+    # always JSON: a string of metadata cannot close the fence (its line breaks become \n)
+    text = json.dumps(metadata, indent=1, default=str)
     block = textwrap.indent(f"```json\n{text}\n```", "    ")  # the admonition's body is indented
     return f'??? note "Run settings"\n\n{block}\n'
 
@@ -72,31 +85,40 @@ def figure_block(stem: str, interactive: dict[str, int]) -> str:
     return ""
 
 
-def compact_table(text: str) -> str:
-    """The table as is when short; folded under a summary line when long (the figure carries the
-    overview); cut to its first ``PAGE_ROWS`` rows when very long (a circuit's every edge: a page of
-    20,000 rows takes the build half a minute and no reader scrolls it; the CSV has them all)."""
-    lines = text.splitlines()
-    table = [i for i, line in enumerate(lines) if line.startswith("|")]
-    rows = len(table) - 2
-    if rows <= LONG_TABLE:
+def table_block(columns: list[str], rows: list[dict]) -> str:
+    """The table as Markdown, generated from its validated rows: as is when short; folded under a
+    summary line when long (the figure carries the overview); cut to its first ``PAGE_ROWS`` rows when
+    very long (a page of 20,000 rows takes the build half a minute and no reader scrolls it; the CSV
+    has them all)."""
+    text = to_markdown(rows[:PAGE_ROWS], columns)
+    if len(rows) <= LONG_TABLE:
         return text
-    title = f"The table ({rows} rows)"
-    if rows > PAGE_ROWS:
-        cut = table[2 + PAGE_ROWS - 1]
-        text = "\n".join(lines[: cut + 1])
-        title = f"The first {PAGE_ROWS} of the table's {rows} rows (every row: the .csv)"
+    title = f"The table ({len(rows)} rows)"
+    if len(rows) > PAGE_ROWS:
+        title = f"The first {PAGE_ROWS} of the table's {len(rows)} rows (every row: the .csv)"
     return f'??? note "{title}"\n\n' + textwrap.indent(text, "    ") + "\n"
 
 
+def table_section(source: Path) -> str:
+    """The table of the CSV ``source``, or why it is not shown (and a warning, which fails a strict build)."""
+    try:
+        columns, rows = validated_rows(source)
+    except (ValueError, OSError) as err:
+        log.warning(f"results page: not showing {source.name}: {err}")
+        return f'!!! failure "Not shown: the table did not pass its checks"\n\n    {markdown_cell(str(err))}\n'
+    return table_block(columns, rows)
+
+
 def table_page(table: str, sources: list[Path], interactive: dict[str, int] | None = None) -> str:
+    """The page of ``table``: one section per published CSV in ``sources``, every table generated from
+    its validated rows."""
     interactive = interactive or {}
-    parts = [f"# {table}\n", f"Generated from `results/{table}_<model>.md` at build time.\n"]
+    parts = [f"# {markdown_cell(table)}\n", f"Generated from `results/{table}_<model>.csv` at build time.\n"]
     for source in sorted(sources):
         _, model = table_and_model(source.stem)
-        parts += [f"## {model or table}\n", figure_block(figure_stem(table, model), interactive),
-                  f"`results/{source.name}` (also `.csv`, `.json`)\n",
-                  run_settings(source.with_suffix(".json")), compact_table(source.read_text().strip()) + "\n"]
+        parts += [f"## {markdown_cell(model or table)}\n", figure_block(figure_stem(table, model), interactive),
+                  f"`results/{source.name}` (also `.json`, `.md`)\n",
+                  run_settings(source.with_suffix(".json")), table_section(source) + "\n"]
     return "\n".join(part for part in parts if part)
 
 
@@ -106,15 +128,19 @@ def index_page(tables: dict[str, list[Path]]) -> str:
              "run's `build/results/`, and the next `make docs` shows them. What they mean: [findings](../findings.md).\n",
              "| table | models |", "|---|---|"]
     for table, sources in sorted(tables.items()):
-        models = ", ".join(sorted(table_and_model(s.stem)[1] for s in sources))
+        models = markdown_cell(", ".join(sorted(table_and_model(s.stem)[1] for s in sources)))
         lines.append(f"| [{table}]({table}.md) | {models} |")
     return "\n".join(lines) + "\n"
 
 
-def published_tables() -> dict[str, list[Path]]:
+def published_tables(results: Path | None = None) -> dict[str, list[Path]]:
+    """``{table: [its CSVs]}`` of the tables published (in ``results/``) with their Markdown; a file name
+    that is not a table's (markup in it) is left out."""
     tables: dict[str, list[Path]] = defaultdict(list)
-    for source in RESULTS.glob("*.md"):
-        tables[table_and_model(source.stem)[0]].append(source)
+    for marker in (results or RESULTS).glob("*.md"):
+        source = marker.with_name(marker.name.removesuffix(".md") + ".csv")
+        if STEM.fullmatch(source.stem) and source.is_file():
+            tables[table_and_model(source.stem)[0]].append(source)
     return dict(sorted(tables.items()))
 
 
@@ -141,6 +167,7 @@ def interactive_figures(config) -> tuple[list[File], dict[str, int]]:
 
 
 def on_files(files: Files, config) -> Files:
+    settle(RESULTS)  # a publish killed halfway is finished (or dropped) before any table is read
     published = [File(f"figures/{figure.name}", src_dir=str(ROOT), dest_dir=config["site_dir"],
                       use_directory_urls=config["use_directory_urls"])
                  for figure in sorted([*FIGURES.glob("*.png"), *FIGURES.glob("*.html")])]

@@ -1,7 +1,8 @@
 """``python -m interp.cli.publish [--build build/results] [--results results]``: the command behind
-``make publish``. Copies each finished table of a run into the published results folder, all its
-files or none (`interp.core.publish.publish_tables`); a table it refuses is named with why,
-and the exit code is 2 when any was refused.
+``make publish``. Publishes each finished table of a run into the published results folder, all its
+files or none even if killed (`interp.core.publish.publish_tables`), its Markdown written anew from
+the validated CSV; a table it refuses is named with why, and the exit code is 2 when any was refused.
+A publish that was interrupted is finished (or, not yet committed, dropped) first, and said so.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=writable_dir, default="results", help="the published tables (default results)")
     args = parser.parse_args(argv)
     report = publish_tables(args.build, args.results)
+    for stem in report.finished:
+        print(f"note: finished the interrupted publish of {stem}")
+    for stem in report.dropped:
+        print(f"note: dropped the unfinished publish of {stem} (the published table was left as it was)")
     for stem in report.published:
         print(f"published {stem}")
     for stem, why in report.refused.items():

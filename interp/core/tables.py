@@ -10,7 +10,9 @@ import io
 import json
 import math
 import os
+import re
 import tempfile
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, fields, is_dataclass
@@ -149,15 +151,28 @@ def _is_number(text: str) -> bool:
     return True
 
 
+# What Markdown (with the site's tables and attr_list) reads as syntax inside a table cell: a backslash
+# escape, a link or image ([ ]), an attribute list ({ }), emphasis (*, and _ unless between two letters
+# or digits, where neither Python-Markdown nor GitHub reads it), a code span (`) and a cell border (|).
+# Without an unescaped [ no link or image can form, so ( ) ! stay readable; > cannot open a tag without
+# <, and a cell never starts a line, so it starts no quote.
+_MARKDOWN_ACTIVE = re.compile(r"[\\\[\]{}*`|]|(?<![^\W_])_|_(?![^\W_])")
+# What HTML reads as markup: < opens a tag or a comment, & an entity (&#106;avascript:).
+_HTML_ACTIVE = {"&": "&amp;", "<": "&lt;"}
+
+
 def markdown_cell(text: str) -> str:
-    """``text`` as one Markdown table cell: a ``|`` or a line break cannot add cells or rows, and
-    no HTML tag reaches the rendered page.
+    """``text`` as one Markdown table cell that renders as its literal text: no ``|`` or line break
+    adds cells or rows, and no tag, entity, link, image, attribute list, emphasis or code span forms.
 
     >>> markdown_cell("a|b\\n<img src=x>")
     'a\\\\|b &lt;img src=x>'
+    >>> print(markdown_cell("[a](https://x){ onclick=alert(1) } &#106; n_examples _x_"))
+    \\[a\\](https://x)\\{ onclick=alert(1) \\} &amp;#106; n_examples \\_x\\_
     """
-    text = " ".join(str(text).splitlines())
-    return text.replace("<", "&lt;").replace("|", "\\|")  # without "<" no tag can open; ">" stays readable
+    text = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in " ".join(str(text).splitlines()))
+    text = re.sub(r"[&<]", lambda found: _HTML_ACTIVE[found[0]], text)
+    return _MARKDOWN_ACTIVE.sub(lambda found: "\\" + found[0], text)
 
 
 def _to_csv(rows: Sequence[Row], columns: Sequence[str] | None = None) -> str:
@@ -284,6 +299,9 @@ def csv_lines(path: str | Path, required: Sequence[str] = ()) -> list[tuple[int,
             reader = csv.DictReader(handle)
             if not reader.fieldnames:
                 raise ValueError(f"results file {path} is empty (not even a header); re-run the analysis that writes it")
+            # a name given twice would let its last column silently stand for both
+            if twice := next((c for i, c in enumerate(reader.fieldnames) if c in reader.fieldnames[:i]), None):
+                raise ValueError(f"results file {path}, line 1: column {twice!r} appears twice; expected each column once")
             missing = [c for c in required if c not in reader.fieldnames]
             if missing:
                 raise ValueError(f"results file {path} lacks column(s) {missing}; it has {reader.fieldnames}")
@@ -301,11 +319,18 @@ def csv_lines(path: str | Path, required: Sequence[str] = ()) -> list[tuple[int,
         raise ValueError(f"results file {path} cannot be read ({err.strerror or err})") from None
 
 
+# A number as the table writer spells one (Python's repr of an int or float); int() and float() also take
+# "2_0", " 20", "+20", "Infinity" and other scripts' digits, which no writer here produces: those stay text.
+_NUMBER = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|-?inf|nan")
+
+
 def _parse_value(text: str | None) -> object:
     if text is None or text == "":
         return None
     if text in ("True", "False"):
         return text == "True"
+    if not _NUMBER.fullmatch(text):
+        return text
     for cast in (int, float):
         try:
             return cast(text)
