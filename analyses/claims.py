@@ -18,7 +18,8 @@ from interp.core.naming import result_stem
 from interp.core.publish import replace_marked_block
 from interp.core.tables import write_table
 from interp.figures import save_figure
-from interp.figures.claims import claim_rows, claims_figure, claims_matrix, claims_table
+from interp.figures.claims import claim_rows
+from interp.figures.claims_figure import claims_figure, claims_matrix, claims_table
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -185,20 +185,108 @@ def test_circuit_difference_refuses_bad_arguments_in_one_line(argv, message, tmp
     assert message in err.strip().splitlines()[-1] and "Traceback" not in err
 
 
+def _published(folder: Path, uf=UF, ub=UB, model="m", variant="few-shot", scores=None) -> Path:
+    """The two circuits of model m and its head scores (a full 2 x 2 grid), as find_circuit and score_heads publish them."""
+    from interp.core.tables import write_table
+
+    suffix = f"_{variant}" if variant else ""
+    for task, rows in (("UF", uf), ("UB", ub)):
+        write_table([{"model": model, "task": task, "length": 5, "counterfactual": "corrupt", "rank": i + 1, **r}
+                     for i, r in enumerate(rows)], folder / f"circuit_m_{task}{suffix}")
+    write_table(scores or [{"model": "m", "layer": layer, "head": h, "induction": 0.1 * h + 0.2 * layer, "anti_induction": 0.0,
+                            "duplicate_v_composition": 0.5 - 0.1 * h} for layer in range(2) for h in range(2)],
+                folder / "head_scores_m")
+    out = folder / "out"
+    out.mkdir(exist_ok=True)
+    return out
+
+
 def test_circuit_difference_script_writes_both_tables_from_published_circuits(tmp_path):
     import circuit_difference
-    from interp.core.tables import read_csv, write_table
+    from interp.core.tables import read_csv
 
-    for task, rows in (("UF", UF), ("UB", UB)):
-        write_table([{"model": "m", "task": task, "length": 5, "counterfactual": "corrupt", "rank": i + 1, **r}
-                     for i, r in enumerate(rows)], tmp_path / f"circuit_m_{task}_few-shot")
-    write_table([{"model": "m", "layer": 0, "head": h, "induction": 0.1 * h, "anti_induction": 0.0,
-                  "duplicate_v_composition": 0.5 - 0.1 * h} for h in range(2)], tmp_path / "head_scores_m")
-    out = tmp_path / "out"
-    out.mkdir()
+    out = _published(tmp_path)
     assert circuit_difference.main(["--model", "m", "--variant", "few-shot", "--results", str(tmp_path), "--out", str(out),
-                                    "--quiet"]) == 0
+                                    "--quiet", "--heads", "a0.0,a0.1"]) == 0
     wiring = {(r["circuit"], r["head"]): r["wired"] for r in read_csv(out / "circuit_wiring_m_few-shot.csv")}
     assert wiring == {("UF", "a0.1"): False, ("UF", "a0.0"): True, ("UB", "a0.1"): False, ("UB", "a0.0"): False}
     difference = read_csv(out / "circuit_difference_m_few-shot.csv")
     assert {(r["position"], r["reader"], r["writer"]) for r in difference} >= {("string", "v", "head"), ("copy", "logits", "head")}
+
+
+def _refused(tmp_path: Path, capsys, *argv: str) -> str:
+    """Run the script on tmp_path's tables: exit 2, one line, nothing written; that line."""
+    import circuit_difference
+    from interp.cli import run
+
+    try:
+        code = run(circuit_difference.main, ["--model", "m", "--results", str(tmp_path), "--out", str(tmp_path / "out"),
+                                             "--quiet", *argv])
+    except SystemExit as exit_info:
+        code = exit_info.code
+    err = capsys.readouterr().err.strip().splitlines()
+    # one error line (an argument's comes after the parser's usage lines)
+    assert code == 2 and [line for line in err if "error:" in line] == err[-1:] and "Traceback" not in str(err), err
+    assert not any((tmp_path / "out").iterdir())
+    return err[-1]
+
+
+def test_the_variant_is_the_one_both_circuits_have(tmp_path, capsys):
+    import circuit_difference
+
+    out = _published(tmp_path)  # was: "no published circuit .../circuit_m_UF.csv" without --variant few-shot
+    assert circuit_difference.main(["--model", "m", "--results", str(tmp_path), "--out", str(out), "--quiet"]) == 0
+    assert (out / "circuit_wiring_m_few-shot.csv").exists()
+    for path in out.iterdir():
+        path.unlink()
+    line = _refused(tmp_path, capsys, "--variant", "")
+    assert "--variant: no published circuit_m_UF.csv, circuit_m_UB.csv" in line and "UF: 'few-shot'; UB: 'few-shot'" in line
+    _published(tmp_path, variant="")  # now two variants have both circuits
+    line = _refused(tmp_path, capsys)
+    assert "--variant: both circuits exist under several variants ('', 'few-shot'); name one with --variant" in line
+
+
+def _rewrite(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+@pytest.mark.parametrize("damage, fragment", [
+    # the UB circuit is UF's file copied over it: its rows still say UF
+    (lambda d: (d / "circuit_m_UB_few-shot.csv").write_text((d / "circuit_m_UF_few-shot.csv").read_text()),
+     "circuit_m_UB_few-shot.csv, line 2: task is 'UF', expected 'UB', the task the file name says"),
+    # ... and with its task column edited to match
+    (lambda d: (d / "circuit_m_UB_few-shot.csv").write_text((d / "circuit_m_UF_few-shot.csv").read_text().replace(",UF,", ",UB,")),
+     "circuit_m_UB_few-shot.csv holds the edges and scores of"),
+    # rows of another model in m's circuit
+    (lambda d: _rewrite(d / "circuit_m_UF_few-shot.csv", "\nm,UF,5,corrupt,2,", "\nother,UF,5,corrupt,2,"),
+     "circuit_m_UF_few-shot.csv, line 3: model is 'other', expected 'm'"),
+    # every score NaN
+    (lambda d: (d / "circuit_m_UF_few-shot.csv").write_text("\n".join(
+        ",".join(cells[:-1] + ["nan"]) if i else line for i, line in enumerate((d / "circuit_m_UF_few-shot.csv").read_text().splitlines())
+        for cells in [line.split(",")]) + "\n"),
+     "circuit_m_UF_few-shot.csv, line 2: score is nan, expected a finite number"),
+    # a reader of a layer and head the model does not have
+    (lambda d: _rewrite(d / "circuit_m_UF_few-shot.csv", "a1.0.v", "a99.99.q"),
+     "circuit_m_UF_few-shot.csv, line 2: reader is 'a99.99.q', expected a reader of the model"),
+    (lambda d: _rewrite(d / "circuit_m_UB_few-shot.csv", ",a0.1,", ",a0.7,"),
+     "circuit_m_UB_few-shot.csv, line 4: writer is 'a0.7', expected a writer of the model"),
+    # a NaN head score (the default heads are chosen by them)
+    (lambda d: _rewrite(d / "head_scores_m.csv", "m,0,1,0.1,", "m,0,1,nan,"),
+     "head_scores_m.csv, line 3: induction is nan, expected a number in [0, 1]"),
+    # no head scores to check the heads against
+    (lambda d: (d / "head_scores_m.csv").unlink(), "--model: no head_scores_m.csv in"),
+])
+def test_circuit_difference_refuses_impossible_tables_in_one_line(tmp_path, capsys, damage, fragment):
+    _published(tmp_path)
+    damage(tmp_path)
+    line = _refused(tmp_path, capsys)
+    assert fragment in line, line
+
+
+@pytest.mark.parametrize("heads, fragment", [("a999.0", "--heads: a999.0 is not a head of the model (layers 0-1, heads 0-1"),
+                                             ("a0.0,a1.2", "--heads: a1.2 is not a head")])
+def test_circuit_difference_refuses_heads_the_model_lacks(tmp_path, capsys, heads, fragment):
+    _published(tmp_path)
+    assert fragment in _refused(tmp_path, capsys, "--heads", heads)

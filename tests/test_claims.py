@@ -10,7 +10,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyses"))
 
-from interp.figures.claims import claim_rows, claims_figure, difference_interval
+from interp.figures.claims import claim_rows, difference_interval
+from interp.figures.claims_figure import claims_figure
 
 
 def _write(path: Path, rows: list[dict]) -> None:
@@ -30,7 +31,9 @@ def results(tmp_path: Path) -> Path:
                                                   _acc("m", "UR", 10, 0.5), _acc("m", "UL", 10, 0.46)])
     _write(tmp_path / "head_scores_m.csv", [
         {"model": "m", "layer": 1, "head": 0, "induction": 0.93, "anti_induction": 0.04},
-        {"model": "m", "layer": 0, "head": 1, "induction": 0.02, "anti_induction": 0.01}])
+        {"model": "m", "layer": 0, "head": 0, "induction": 0.01, "anti_induction": 0.02},
+        {"model": "m", "layer": 0, "head": 1, "induction": 0.02, "anti_induction": 0.01},
+        {"model": "m", "layer": 1, "head": 1, "induction": 0.03, "anti_induction": 0.03}])
     ablation = [_acc("m", "UF", 10, 1.0, condition="baseline", ablation="none"),
                 _acc("m", "UB", 10, 0.0, condition="baseline", ablation="none"),
                 _acc("m", "UF", 10, 0.2, condition="induction", ablation="zero"),
@@ -117,10 +120,10 @@ def test_an_impossible_head_score_is_refused_naming_file_and_line(results, value
 @pytest.mark.parametrize("old, new, fragment", [
     ("m,UF,10,1.0,50", "m,UF,10,1.7,50", r"line 2: accuracy is 1.7, expected a number in \[0, 1\]"),
     ("m,UF,10,1.0,50", "m,UF,10,-0.5,50", r"line 2: accuracy is -0.5, expected a number in \[0, 1\]"),
-    ("m,UF,10,1.0,50", "m,UF,10,1.0,0", r"line 2: n_examples is 0, expected an integer >= 1"),
-    ("m,UF,10,1.0,50", "m,UF,10,1.0,2.5", r"line 2: n_examples is 2.5, expected an integer >= 1"),
+    ("m,UF,10,1.0,50", "m,UF,10,1.0,0", r"line 2: n_examples is 0, expected an integer in \[1, 1e\+06\]"),
+    ("m,UF,10,1.0,50", "m,UF,10,1.0,2.5", r"line 2: n_examples is 2.5, expected an integer in \[1, 1e\+06\]"),
     ("m,UF,10,1.0,50", "m,UF,10,abc,50", r"line 2: accuracy is 'abc', expected a number"),
-    ("m,UF,10,1.0,50", "m,UF,0,1.0,50", r"line 2: length is 0, expected an integer >= 1"),
+    ("m,UF,10,1.0,50", "m,UF,0,1.0,50", r"line 2: length is 0, expected an integer in \[1, 1e\+06\]"),
     ("m,UF,10,1.0,50", "m,,10,1.0,50", r"line 2: task is empty"),
 ])
 def test_an_impossible_accuracy_row_is_refused_naming_file_and_line(results, old, new, fragment):
@@ -225,13 +228,13 @@ GIT_ROW = {"model": "m", "task": "revert", "order": "forward", "n_commits": 10, 
            "stderr": 0.07, "token_accuracy": 0.95, "mean_logprob": -0.2, "generate_accuracy": None,
            "natural_split": 1.0, "n_shots": 2, "seed": 0}
 LOREM_ROW = {"model": "m", "n_paragraphs": 16, "accuracy": 0.25, "share_departures_ambiguous": float("nan"),
-             "tf_accuracy_ambiguous": 0.9, "tf_accuracy_unambiguous": 0.99, "n_ambiguous_positions": 300,
+             "tf_accuracy_ambiguous": 0.9, "tf_accuracy_unambiguous": 2732 / 2760, "n_ambiguous_positions": 300,
              "n_unambiguous_positions": 2760, "n_shots": 2, "seed": 0}
 
 
 @pytest.mark.parametrize("stem, rows, fragment", [
     ("git_history_m", [GIT_ROW], None),
-    ("git_history_m", [GIT_ROW, GIT_ROW], r"lines 2 and 3: the same \(model, task, n_commits, n_shots, seed\) twice"),
+    ("git_history_m", [GIT_ROW, GIT_ROW], r"lines 2 and 3: the same \(model, task, n_commits, n_shots\) twice"),
     ("git_history_m", [{**GIT_ROW, "accuracy": 7.5}], r"line 2: accuracy is 7.5"),
     ("git_history_m", [{**GIT_ROW, "n_commits": -3}], r"line 2: n_commits is -3"),
     ("lorem_ipsum_summary_m", [LOREM_ROW], None),  # a share of no departures is undefined, not damage

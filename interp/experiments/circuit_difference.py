@@ -11,9 +11,11 @@ only at ``s``, so a path follows attention forward in position as the model does
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 Rows = Sequence[Mapping]
 GROUP_PATTERNS: tuple[tuple[str, str], ...] = (("s", "string"), ("c", "copy"), ("x", "context"))
@@ -218,3 +220,149 @@ def circuit_value_heads(rows: Rows, heads_per_kv: int = 1) -> dict[int, list[int
                 layer, index = head[1:].split(".")
                 heads.setdefault(int(layer), set()).add(int(index))
     return {layer: sorted(hs) for layer, hs in sorted(heads.items())}
+
+
+# --------------------------------------------------------------------------- reading published circuits
+
+WRITER = re.compile(r"embed|pos_embed|a(\d+)\.(\d+)|m(\d+)")
+READER = re.compile(r"logits|a(\d+)\.(\d+)\.([qkv])|m(\d+)\.in")
+
+
+@dataclass(frozen=True)
+class ModelHeads:
+    """The layers and query heads of a model, from its published head-score table (which covers every
+    head: `interp.core.published.read_published` refuses one with a gap), and the table it came from."""
+
+    n_layers: int
+    n_heads: int
+    source: str
+
+    @classmethod
+    def from_scores(cls, rows: Rows, source: str) -> "ModelHeads":
+        """The heads of a head-score table's rows (checked complete by the reader).
+
+        >>> ModelHeads.from_scores([{"layer": 1, "head": 2}], "head_scores_m.csv").describe()
+        'layers 0-1, heads 0-2 (head_scores_m.csv)'
+        """
+        return cls(max(int(r["layer"]) for r in rows) + 1, max(int(r["head"]) for r in rows) + 1, source)
+
+    def describe(self) -> str:
+        return f"layers 0-{self.n_layers - 1}, heads 0-{self.n_heads - 1} ({self.source})"
+
+    def labels(self) -> list[str]:
+        return [f"a{layer}.{head}" for layer in range(self.n_layers) for head in range(self.n_heads)]
+
+    def head_problem(self, head: str) -> str | None:
+        """Why ``head`` (``a8.0``) is not a head of the model, or None.
+
+        >>> ModelHeads(2, 3, "x").head_problem("a999.0")
+        'a999.0 is not a head of the model (layers 0-1, heads 0-2 (x))'
+        """
+        found = re.fullmatch(r"a(\d+)\.(\d+)", head)
+        if found and int(found[1]) < self.n_layers and int(found[2]) < self.n_heads:
+            return None
+        return f"{head} is not a head of the model ({self.describe()})"
+
+    def label_problem(self, label: str, reader: bool, heads_per_kv: int = 1) -> str | None:
+        """Why a circuit's reader or writer label names a part the model does not have, or None.
+
+        >>> ModelHeads(30, 9, "x").label_problem("a99.99.q", reader=True)
+        "'a99.99.q', expected a reader of the model (logits, m<layer>.in, a<layer>.<head>.q|k|v; layers 0-29, heads 0-8 (x))"
+        """
+        found = (READER if reader else WRITER).fullmatch(label)
+        if found:
+            layer, index = (found[1], found[2]) if found[1] is not None else (found[4 if reader else 3], None)
+            channel = found[3] if reader else None
+            n_index = self.n_heads // heads_per_kv if channel in ("k", "v") else self.n_heads
+            if (layer is None or int(layer) < self.n_layers) and (index is None or int(index) < n_index):
+                return None
+        what = "a reader of the model (logits, m<layer>.in, a<layer>.<head>.q|k|v" if reader else \
+            "a writer of the model (embed, pos_embed, m<layer>, a<layer>.<head>"
+        return f"{label!r}, expected {what}; {self.describe()})"
+
+
+def check_circuit(lines: Sequence[tuple[int, Mapping]], path: str, heads: ModelHeads, heads_per_kv: int = 1) -> list[dict]:
+    """The rows of a published circuit (``(line, row)``, as `interp.core.published.published_lines` gives
+    them) once every edge is possible: a finite score, whole positions and ranks, a reader and a writer
+    the model has; else one ``ValueError`` naming the file and the line.
+
+    >>> lines = [(2, {"length": 5, "rank": 1, "pos": 3, "reader": "a1.0.v", "writer": "a0.0", "score": float("nan")})]
+    >>> check_circuit(lines, "circuit_m_UF.csv", ModelHeads(2, 2, "x"))
+    Traceback (most recent call last):
+    ValueError: results file circuit_m_UF.csv, line 2: score is nan, expected a finite number (the edge's attribution)
+    """
+    rows = []
+    for line, row in lines:
+        problem = None
+        for column, lo in (("length", 1), ("rank", 1), ("pos", 0)):
+            value = row.get(column)
+            if not isinstance(value, int) or isinstance(value, bool) or value < lo:
+                problem = f"{column} is {value!r}, expected an integer >= {lo}"
+                break
+        score = row.get("score")
+        if problem is None and (not isinstance(score, (int, float)) or isinstance(score, bool) or not math.isfinite(score)):
+            problem = f"score is {score!r}, expected a finite number (the edge's attribution)"
+        if problem is None:
+            for column, reader in (("reader", True), ("writer", False)):
+                if found := heads.label_problem(str(row.get(column)), reader, heads_per_kv):
+                    problem = f"{column} is {found}"
+                    break
+        if problem:
+            raise ValueError(f"results file {path}, line {line}: {problem}")
+        rows.append(dict(row))
+    return rows
+
+
+def check_distinct(circuits: Mapping[str, Rows], paths: Mapping[str, str]) -> None:
+    """Two measured circuits of different tasks never hold the same edges with the same scores: that is one
+    circuit published twice.
+
+    >>> rows = [{"pos": 3, "reader": "logits", "writer": "a0.0", "score": -1.0}]
+    >>> check_distinct({"UF": rows, "UB": rows}, {"UF": "circuit_m_UF.csv", "UB": "circuit_m_UB.csv"})
+    Traceback (most recent call last):
+    ValueError: results file circuit_m_UB.csv holds the edges and scores of circuit_m_UF.csv (1 edges); expected the UB circuit measured on its own task
+    """
+    def content(rows: Rows) -> set:
+        return {(int(r["pos"]), str(r["reader"]), str(r["writer"]), float(r["score"])) for r in rows}
+
+    (first, a), (second, b) = list(circuits.items())[:2]
+    if content(a) == content(b):
+        raise ValueError(f"results file {paths[second]} holds the edges and scores of {paths[first]} ({len(a)} edges); "
+                         f"expected the {second} circuit measured on its own task")
+
+
+def circuit_variants(folder: str | Path, label: str, task: str) -> list[str]:
+    """The variants (``few-shot``, ``""`` for none) of the published ``circuit_<label>_<task>[_<variant>].csv``.
+
+    >>> circuit_variants("results", "smollm2-135m", "UB")  # from the repository's root
+    ['few-shot']
+    """
+    prefix = f"circuit_{label}_{task}"
+    return sorted(p.stem[len(prefix):].lstrip("_") for p in Path(folder).glob(f"{prefix}*.csv")
+                  if p.stem == prefix or p.stem.startswith(prefix + "_"))
+
+
+def choose_variant(folder: str | Path, label: str, tasks: Sequence[str], variant: str | None) -> str:
+    """The variant both tasks' circuits are published under: ``variant`` when given, else the one variant
+    both have; a ``ValueError`` (naming ``--variant``) says which files it looked for and which exist.
+
+    >>> choose_variant("results", "smollm2-135m", ("UF", "UB"), None)  # from the repository's root
+    'few-shot'
+    """
+    have = {task: circuit_variants(folder, label, task) for task in tasks}
+    found = "; ".join(f"{t}: " + (", ".join(repr(v) for v in vs) or "none") for t, vs in have.items())
+    if variant is not None:
+        missing = [t for t in tasks if variant not in have[t]]
+        if missing:
+            names = ", ".join(f"circuit_{label}_{t}{'_' + variant if variant else ''}.csv" for t in missing)
+            raise ValueError(f"--variant: no published {names} in {folder} (variants there: {found})")
+        return variant
+    both = sorted(set(have[tasks[0]]).intersection(*map(set, have.values())))
+    if len(both) == 1:
+        return both[0]
+    if not both:
+        raise ValueError(f"--model: no pair of published circuits circuit_{label}_{tasks[0]}[_<variant>].csv and "
+                         f"circuit_{label}_{tasks[1]}[_<variant>].csv in {folder} (variants there: {found}); run "
+                         f"analyses/find_circuit.py --model {label} --task <task> for each task and publish them")
+    raise ValueError(f"--variant: both circuits exist under several variants ({', '.join(repr(v) for v in both)}); "
+                     "name one with --variant")

@@ -14,24 +14,36 @@ Proportions carry Wilson intervals; differences of proportions Newcombe's hybrid
 weak < 0.2; both are mean attention to one position, so 1.0 is a head that always attends there).
 Route claims (``circuit_routes`` tables) compare the share of the metric gap carried by the paper's
 route (value reads from ``o + 1`` for UF, from ``o`` for UB) with the largest other route's, the
-difference bootstrapped over prompts.
-Nothing here runs a model: re-running an analysis and then ``analyses/claims.py`` refreshes it.
+difference bootstrapped over prompts. A share needs a gap to share: a verdict needs at least
+``MIN_ROUTE_PROMPTS`` (8) prompts, a mean gap (clean - counterfactual metric) of at least
+``MIN_ROUTE_GAP`` (0.5 logits), and every route's share within ``MAX_ROUTE_SHARE`` (2) of zero;
+otherwise the claim cannot be tested on that table, and no share is shown.
+Nothing here runs a model: re-running an analysis and then ``analyses/claims.py`` refreshes it
+(the table, grid and figure: `interp.figures.claims_figure`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from interp.core.naming import model_label, result_files, split_result_stem
-from interp.core.published import NAME, read_published
+from interp.core.published import read_published
 from interp.core.stats import difference_interval
 
 STRONG, WEAK = 0.5, 0.2
 FLOOR = 0.2  # below this baseline accuracy an ablation or edge removal has nothing to break
 # A drop whose 95% interval stays under this is too small for the intervened part to "carry" the task.
 NEGLIGIBLE_DROP = 0.1
+# A route's share is a ratio over the metric gap: below 0.5 logits of mean gap (the counterfactual barely
+# moves the answer) the ratio is noise, and a bootstrap over fewer than 8 prompts has no spread to speak of.
+MIN_ROUTE_GAP = 0.5
+MIN_ROUTE_PROMPTS = 8
+# Patching one route's reads moves the metric by a share of the whole clean-to-counterfactual gap; one that
+# moves it more than twice that gap (either way) is not carrying a share of it.
+MAX_ROUTE_SHARE = 2.0
 Rows = list[dict]
 
 
@@ -217,10 +229,40 @@ ROUTE_CLAIMS = {"UF": "UF's circuit runs through the induction route (value read
                 "UB": "UB's circuit runs through the anti-induction route (value reads from o)"}
 
 
+def _route_units(rows: Rows, source: str) -> dict[tuple[int, int], Rows]:
+    """The rows of each (length, prompt): every route once, one clean and one counterfactual run."""
+    from interp.experiments.circuit_routes import ROUTES
+
+    units: dict[tuple[int, int], Rows] = {}
+    for r in rows:
+        units.setdefault((int(r["length"]), int(r["prompt"])), []).append(r)
+    for (length, prompt), mine in units.items():
+        where = f"results file {source}: prompt {prompt} of length {length} ({mine[0]['head_set']} heads)"
+        if sorted(str(r["route"]) for r in mine) != sorted(ROUTES):
+            raise ValueError(f"{where} has routes {', '.join(str(r['route']) for r in mine)}; expected each of "
+                             f"{', '.join(ROUTES)} once")
+        for column in ("clean_metric", "counterfactual_metric", "correct"):
+            if len({r[column] for r in mine}) > 1:
+                raise ValueError(f"{where}: {column} differs between its routes ({', '.join(str(r[column]) for r in mine)}); "
+                                 "expected one value per prompt (one clean and one counterfactual run)")
+    return units
+
+
+def _route_gap_problem(n: int, mean_gap: float) -> str | None:
+    """Why a gap of ``mean_gap`` over ``n`` prompts carries no share, or None."""
+    if n < MIN_ROUTE_PROMPTS:
+        return f"{n} prompt(s); a verdict needs at least {MIN_ROUTE_PROMPTS}"
+    if not mean_gap >= MIN_ROUTE_GAP:
+        return (f"mean gap (clean - counterfactual metric) {mean_gap:.3g} logits; a share of it needs at least "
+                f"{MIN_ROUTE_GAP:g}")
+    return None
+
+
 def _route_claims(model: str, rows: Rows, source: str) -> list[Claim]:
     """A copy runs through the paper's route when that route's value reads carry more of the metric gap
     than either other route's (`interp.experiments.circuit_routes.route_preference`: the share
     difference, its bootstrap interval over prompts); the circuit's heads where the table has them.
+    Too few prompts, too small a gap or a share beyond any route's reach give no verdict and no share.
 
     >>> rows = [{"task": "UB", "length": 5, "head_set": "all", "prompt": i, "route": r, "clean_metric": 2.0,
     ...          "counterfactual_metric": -2.0, "correct": True,
@@ -229,6 +271,9 @@ def _route_claims(model: str, rows: Rows, source: str) -> list[Claim]:
     >>> c = _route_claims("m", rows, "circuit_routes_m_UB.csv")[0]
     >>> c.verdict, round(c.estimate, 2), c.n
     ('supports', 0.76, 8)
+    >>> c = _route_claims("m", [{**r, "counterfactual_metric": 2.0} for r in rows], "circuit_routes_m_UB.csv")[0]
+    >>> c.verdict, c.note
+    ('cannot test', 'mean gap (clean - counterfactual metric) 0 logits; a share of it needs at least 0.5')
     """
     from interp.experiments.circuit_routes import EXPECTED_ROUTE, route_preference, route_shares
 
@@ -236,15 +281,30 @@ def _route_claims(model: str, rows: Rows, source: str) -> list[Claim]:
     for task in sorted({str(r["task"]) for r in rows} & set(ROUTE_CLAIMS)):
         mine = [r for r in rows if r["task"] == task]
         head_set = "circuit" if any(r["head_set"] == "circuit" for r in mine) else "all"
+        units = _route_units([r for r in mine if r["head_set"] == head_set], source)
         # prompts of every length pooled: one resampling unit per (length, prompt)
-        mine = [{**r, "prompt": int(r["length"]) * 1_000_000 + int(r["prompt"])} for r in mine if r["head_set"] == head_set]
+        mine = [{**r, "prompt": length * 1_000_000 + prompt} for (length, prompt), unit in units.items() for r in unit]
         expected = EXPECTED_ROUTE[task]
+        gaps = [float(unit[0]["clean_metric"]) - float(unit[0]["counterfactual_metric"]) for unit in units.values()]
+        accuracy = sum(bool(unit[0]["correct"]) for unit in units.values()) / len(units)
+        lengths = ",".join(str(x) for x in sorted({length for length, _ in units}))
+        context = f"{head_set} heads; {task} {accuracy:.2f} clean, lengths {lengths}"
+        nan = math.nan  # no share is shown where none could be measured
+        gap_value = f"mean gap {sum(gaps) / len(gaps):.3g} logits over {len(units)} prompt(s) ({context})"
+        if problem := _route_gap_problem(len(units), sum(gaps) / len(gaps)):
+            claims.append(Claim(ROUTE_CLAIMS[task], model, gap_value, nan, nan, nan, len(units), "cannot test", source,
+                                problem))
+            continue
         preference, shares = route_preference(mine, expected), route_shares(mine)
-        once = [r for r in mine if r["route"] == expected]
-        accuracy = sum(bool(r["correct"]) for r in once) / len(once)
-        lengths = ",".join(str(x) for x in sorted({int(r["length"]) for r in mine}))
         value = ("share of the gap " + ", ".join(f"{s.route} {s.share:.2f} [{s.lo:.2f}, {s.hi:.2f}]" for s in shares.values())
-                 + f" ({head_set} heads; {task} {accuracy:.2f} clean, lengths {lengths})")
+                 + f" ({context})")
+        wild = [s for s in shares.values() if not abs(s.share) <= MAX_ROUTE_SHARE]
+        if wild or not all(math.isfinite(x) for x in (preference.share, preference.lo, preference.hi)):
+            shown = wild[0] if wild else preference
+            claims.append(Claim(ROUTE_CLAIMS[task], model, gap_value, nan, nan, nan, preference.n, "cannot test", source,
+                                f"route {shown.route}'s share {shown.share:.3g} lies beyond +-{MAX_ROUTE_SHARE:g}: the patch "
+                                "moves the metric further than the whole gap it would be a share of"))
+            continue
         if accuracy < FLOOR:
             claims.append(Claim(ROUTE_CLAIMS[task], model, value, preference.share, preference.lo, preference.hi,
                                 preference.n, "cannot test", source, f"{task} at {accuracy:.2f}: no copy to route"))
@@ -287,10 +347,7 @@ def claim_rows(results_dir: str | Path) -> list[Claim]:
     for kind, reader in READERS.items():
         for path in result_files(results_dir, kind):
             rows = read_published(path, kind)  # refuses what would give a confident wrong verdict
-            rest = split_result_stem(path.stem)[1]
-            if rest and not NAME.fullmatch(rest):
-                raise ValueError(f"results file {path}: {rest!r} is not a model name or variant (letters, digits "
-                                 f"and . _ + -)")
+            rest = split_result_stem(path.stem)[1]  # a name read_published has checked
             if kind == "from_scratch":  # a table of its own models, named by its preset
                 raw = "from scratch" + (f", {rest}" if rest else "")
             else:
@@ -302,70 +359,3 @@ def claim_rows(results_dir: str | Path) -> list[Claim]:
                 found = [replace(c, claim=f"{c.claim} (heads by {chosen})") for c in found]
             claims += found
     return claims
-
-
-VERDICT_ORDER = ("supports", "contradicts", "inconclusive", "cannot test")
-
-
-def claims_table(claims: Sequence[Claim]) -> list[dict]:
-    """The claims as table rows, one per (claim, model), every field a column.
-
-    >>> row = claims_table([Claim("UF > UB", "m", "UF 1.00 vs UB 0.00", 1.0, 0.9, 1.0, 40, "supports", "x.csv")])[0]
-    >>> row["claim"], row["verdict"], row["n"], row["note"]
-    ('UF > UB', 'supports', 40, '')
-    """
-    return [c.as_row() for c in claims]
-
-
-MARKS = {"supports": "yes", "contradicts": "NO", "inconclusive": "?", "cannot test": "-"}
-
-
-def claims_matrix(claims: Sequence[Claim]) -> list[dict]:
-    """The claims x models grid as rows (one per claim, one column per model): the verdict and the
-    number compared, e.g. ``yes +0.80``; ``-`` where the model cannot test the claim.
-
-    >>> claims_matrix([Claim("UF > UB", "m", "UF 1.00 vs UB 0.00", 1.0, 0.9, 1.0, 40, "supports", "x.csv")])
-    [{'claim': 'UF > UB', 'm': 'yes +1.00'}]
-    """
-    models = list(dict.fromkeys(c.model for c in claims))
-    rows = []
-    for name in dict.fromkeys(c.claim for c in claims):
-        cells = {c.model: c for c in claims if c.claim == name}
-        rows.append({"claim": name, **{m: (f"{MARKS[cells[m].verdict]} {cells[m].estimate:+.2f}" if m in cells else "")
-                                       for m in models}})
-    return rows
-
-
-def claims_figure(claims: Sequence[Claim]):
-    """A claims x models grid: colour = verdict, text = the number read.
-
-    >>> fig = claims_figure([Claim("UF > UB", "m", "UF 1.00 vs UB 0.00", 1.0, 0.9, 1.0, 40, "supports", "x.csv"),
-    ...                      Claim("UR > UL", "m", "UR 0.50 vs UL 0.45", 0.05, -0.1, 0.2, 40, "inconclusive", "x.csv")])
-    >>> [trace.name for trace in fig.data], list(fig.data[1].text)
-    (['supports', 'inconclusive'], ['+0.05'])
-    """
-    from html import escape
-
-    import plotly.graph_objects as go
-
-    from interp.figures.style import OKABE_ITO, style
-
-    colours = {"supports": OKABE_ITO["green"], "contradicts": OKABE_ITO["vermillion"],
-               "inconclusive": OKABE_ITO["yellow"], "cannot test": OKABE_ITO["grey"]}
-    # plotly renders a subset of HTML in labels: names from tables are shown as text, never as tags
-    claims = [replace(c, claim=escape(c.claim), model=escape(c.model), value=escape(c.value)) for c in claims]
-    names = list(dict.fromkeys(c.claim for c in claims))
-    models = list(dict.fromkeys(c.model for c in claims))
-    fig = go.Figure()
-    for verdict in VERDICT_ORDER:
-        hits = [c for c in claims if c.verdict == verdict]
-        if hits:
-            fig.add_trace(go.Scatter(x=[c.model for c in hits], y=[c.claim for c in hits], mode="markers+text",
-                                     marker=dict(symbol="square", size=46, color=colours[verdict]), name=verdict,
-                                     text=[f"{c.estimate:+.2f}" if c.lo != c.hi else f"{c.estimate:.2f}" for c in hits],
-                                     textfont=dict(size=10), hovertext=[c.value for c in hits]))
-    fig.update_xaxes(categoryorder="array", categoryarray=models, tickangle=-30)
-    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(names)))
-    style(fig, title="The paper's claims, per model (number: the compared quantity)", width=260 + 110 * len(models),
-          height=160 + 60 * len(names))
-    return fig
