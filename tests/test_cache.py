@@ -185,13 +185,13 @@ def test_an_unwritable_processed_file_only_warns(tmp_path, monkeypatch, caplog):
 
 
 def test_verifying_while_another_process_records_a_file_keeps_its_entry(tmp_path, monkeypatch):
-    import interp.models.store as store
+    import interp.models.manifest as manifest
 
     for name in ("a.bin", "b.bin"):
         (tmp_path / name).write_bytes(name.encode() * 100)
     record_files(tmp_path, ["a.bin", "b.bin"])
     os.utime(tmp_path / "a.bin", ns=(1, 1))  # same bytes under a new stat: verify refreshes its entry
-    hash_file, recorded = store.sha256_of, []
+    hash_file, recorded = manifest.sha256_of, []
 
     def hash_while_another_writer_records(path):
         if not recorded:  # a load processing weights writes its file meanwhile
@@ -199,7 +199,7 @@ def test_verifying_while_another_process_records_a_file_keeps_its_entry(tmp_path
             record_files(tmp_path, ["c.bin"])
         return hash_file(path)
 
-    monkeypatch.setattr(store, "sha256_of", hash_while_another_writer_records)
+    monkeypatch.setattr(manifest, "sha256_of", hash_while_another_writer_records)
     verify(tmp_path)
     files = read_manifest(tmp_path)
     assert set(files) == {"a.bin", "b.bin", "c.bin"}
@@ -209,12 +209,12 @@ def test_verifying_while_another_process_records_a_file_keeps_its_entry(tmp_path
 def test_a_folder_the_file_system_cannot_lock_still_records_its_files(tmp_path, monkeypatch):
     import errno
 
-    import interp.models.store as store
+    import interp.models.manifest as manifest
 
     def no_folder_locks(fd, operation):  # NFS: flock is a POSIX lock, refused on a read-only descriptor
         raise OSError(errno.EBADF, os.strerror(errno.EBADF))
 
-    monkeypatch.setattr(store.fcntl, "flock", no_folder_locks)
+    monkeypatch.setattr(manifest.fcntl, "flock", no_folder_locks)
     (tmp_path / "a.bin").write_bytes(b"a")
     record_files(tmp_path, ["a.bin"])
     verify(tmp_path, full=True)

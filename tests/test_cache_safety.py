@@ -153,11 +153,11 @@ def test_flipped_raw_weights_are_caught_not_checksummed_again(own_tiny, then, mo
 
     import torch
 
-    import interp.models.store as store
+    import interp.models.manifest as manifest
     from interp.models import processed_weights_file
     from interp.models.store import verify
 
-    monkeypatch.setattr(store, "ALWAYS_HASHED_BYTES", 0)  # as large as a real model's weights
+    monkeypatch.setattr(manifest, "ALWAYS_HASHED_BYTES", 0)  # as large as a real model's weights
     folder, convert = own_tiny
     fresh = logits(load_model("tiny-llama", device="cpu"))
     flip_one_bit_keeping_time(folder / "model.safetensors")
@@ -175,13 +175,13 @@ def test_flipped_raw_weights_are_caught_not_checksummed_again(own_tiny, then, mo
 
 
 def test_large_files_with_their_stat_unchanged_are_not_hashed_again(own_tiny, monkeypatch):
-    import interp.models.store as store
+    import interp.models.manifest as manifest
 
-    monkeypatch.setattr(store, "ALWAYS_HASHED_BYTES", 0)  # the tiny model's files count as large
+    monkeypatch.setattr(manifest, "ALWAYS_HASHED_BYTES", 0)  # the tiny model's files count as large
     load_model("tiny-llama", device="cpu")
     hashed = []
-    real = store.sha256_of
-    monkeypatch.setattr(store, "sha256_of", lambda path: hashed.append(path.name) or real(path))
+    real = manifest.sha256_of
+    monkeypatch.setattr(manifest, "sha256_of", lambda path: hashed.append(path.name) or real(path))
     load_model("tiny-llama", device="cpu")
     assert hashed == []
 
@@ -193,10 +193,10 @@ def test_a_flipped_bit_under_a_restored_time_is_caught_by_the_stat(own_tiny, mon
 
     import torch
 
-    import interp.models.store as store
+    import interp.models.manifest as manifest
     from interp.models import processed_weights_file
 
-    monkeypatch.setattr(store, "ALWAYS_HASHED_BYTES", 0)
+    monkeypatch.setattr(manifest, "ALWAYS_HASHED_BYTES", 0)
     folder, convert = own_tiny
     fresh = logits(load_model("tiny-llama", device="cpu"))
     processed = processed_weights_file(folder, torch.float32, torch.device("cpu"))
@@ -211,17 +211,17 @@ def test_a_flipped_bit_under_a_restored_time_is_caught_by_the_stat(own_tiny, mon
 
 
 def test_a_copied_cache_is_hashed_once_then_trusted(own_tiny, monkeypatch):
-    import interp.models.store as store
+    import interp.models.manifest as manifest
     from interp.models.store import read_manifest
 
-    monkeypatch.setattr(store, "ALWAYS_HASHED_BYTES", 0)
+    monkeypatch.setattr(manifest, "ALWAYS_HASHED_BYTES", 0)
     folder, convert = own_tiny
     load_model("tiny-llama", device="cpu")
     weights = folder / "model.safetensors"
     weights.write_bytes(weights.read_bytes())  # same bytes, new times (as a copy or a restore gives)
     hashed = []
-    real = store.sha256_of
-    monkeypatch.setattr(store, "sha256_of", lambda path: hashed.append(path.name) or real(path))
+    real = manifest.sha256_of
+    monkeypatch.setattr(manifest, "sha256_of", lambda path: hashed.append(path.name) or real(path))
     load_model("tiny-llama", device="cpu")
     assert hashed.count("model.safetensors") == 1 and convert.count == 1
     assert read_manifest(folder)["model.safetensors"]["ctime_ns"] == weights.stat().st_ctime_ns

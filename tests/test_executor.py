@@ -72,6 +72,24 @@ def test_an_address_that_does_not_answer_is_one_line(capsys):
         RayExecutor(address="nowhere").start()
 
 
+def test_a_ray_client_address_without_the_client_extra_is_one_line_naming_the_flag(capsys, monkeypatch):
+    """Ray's own refusal came through as "argument Ray Client requires pip package ...: " (no flag)."""
+    pytest.importorskip("ray")
+    monkeypatch.setitem(sys.modules, "grpc", None)  # the minimal Ray: `import grpc` fails
+    parser = Parser(prog="demo")
+    add_executor_args(parser)
+    with socket.socket() as server:  # something answers there: only the missing extra can refuse it
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = f"ray://127.0.0.1:{server.getsockname()[1]}"
+        with pytest.raises(SystemExit) as exit_:
+            executor_from_args(parser, parser.parse_args(["--executor", "ray", "--ray-address", address]))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and not any("Traceback" in line for line in err)
+    assert err[-1].startswith(f"demo: error: argument --ray-address: {address} is a Ray Client address, which needs "
+                              f"Ray's client extra (pip install 'ray[client]==2.60.0'); or run the script on a node")
+
+
 def test_make_executor_names():
     assert make_executor("serial").name == "serial"
     with pytest.raises(ValueError, match="--executor: expected one of serial, ray, got 'dask'"):

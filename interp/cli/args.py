@@ -270,6 +270,8 @@ def executor_from_args(parser: ArgumentParser, args: Namespace):
     >>> executor_from_args(parser, parser.parse_args([])).name
     'serial'
     """
+    import sys
+
     from interp.core.executor import make_executor
 
     if args.executor == "serial":
@@ -281,7 +283,9 @@ def executor_from_args(parser: ArgumentParser, args: Namespace):
         fail(parser, "--gpus-per-worker", f"expected a fraction of one GPU in (0, 1], got {args.gpus_per_worker}")
     try:
         executor = make_executor(args.executor, args.workers or 2, args.ray_address, args.gpus_per_worker)
-        return executor.start() if args.executor == "ray" else executor
+        if args.executor == "ray":
+            print(executor.start().describe(), file=sys.stderr)  # where the cells run, and how to watch them
+        return executor
     except ValueError as err:
         argument, _, message = str(err).partition(": ")
         fail(parser, argument, message)

@@ -87,14 +87,17 @@ def _report_status(models: list[PaperModel]) -> int:
 
 def verify_cache(models: Path | None = None) -> int:
     """Hash every file of every model folder in the cache (``models``, default the cache's
-    ``models/``); one line per model; 0 when all are sound, else 1.
+    ``models/``); one line per model; 0 when all are sound, else 1. A manifest that is malformed
+    (an entry outside the folder, a size or checksum of the wrong form), records nothing, or leaves
+    a file of the folder out makes the model damaged.
 
     >>> import tempfile
     >>> verify_cache(Path(tempfile.mkdtemp()))
     no model in the cache ...
     0
     """
-    from interp.models.store import CacheDamaged, CachePathError, cache_dir, check_cache_entry, read_manifest, verify
+    from interp.models.store import CacheDamaged, CachePathError, cache_dir, check_cache_entry, check_listing, \
+        read_manifest, verify
 
     models = cache_dir() / "models" if models is None else Path(models)
     folders = sorted(p for p in models.glob("*") if not p.name.startswith(".") and p.suffix != ".lock") \
@@ -108,11 +111,25 @@ def verify_cache(models: Path | None = None) -> int:
             check_cache_entry(folder)
             verify(folder, full=True)
             sizes = [(folder / name).stat().st_size for name in read_manifest(folder)]
-            print(f"{folder.name}: sound ({len(sizes)} files, {sum(sizes) / 1e9:.2f} GB hashed)")
-        except (CacheDamaged, CachePathError) as err:
+        except (CacheDamaged, CachePathError, OSError) as err:
             damaged += 1
-            print(f"{folder.name}: DAMAGED: {err} (the next load converts it again)")
+            print(f"{folder.name}: DAMAGED: {_one_line(err)} (the next load converts it again)")
+            continue
+        try:
+            temporaries = check_listing(folder)
+        except (CacheDamaged, OSError) as err:
+            damaged += 1
+            remove = f"rm {folder}" if folder.is_symlink() else f"rm -r {folder}"
+            print(f"{folder.name}: DAMAGED: {_one_line(err)} (remove it, {remove}, and the next load converts it again)")
+            continue
+        unfinished = (f"; left alone, {len(temporaries)} temporary file(s) of a write in progress or killed: "
+                      f"{', '.join(temporaries[:3])}{' ...' if len(temporaries) > 3 else ''}") if temporaries else ""
+        print(f"{folder.name}: sound ({len(sizes)} files, {sum(sizes) / 1e9:.2f} GB hashed{unfinished})")
     return int(damaged > 0)
+
+
+def _one_line(err: Exception) -> str:
+    return " ".join(str(err).split()) if isinstance(err, ValueError) else f"cannot be read ({err})"
 
 
 def main(argv: list[str] | None = None) -> int:

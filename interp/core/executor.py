@@ -12,12 +12,14 @@ worker) so that every executor gives the same table.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-import socket
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from interp.core.ray_connect import auth_error, check_address, is_auth_failure, without_token_notice
 
 logger = logging.getLogger(__name__)
 
@@ -124,20 +126,6 @@ class _Worker:
         return os.getpid()
 
 
-def _check_reachable(address: str, timeout: float = 3.0) -> None:
-    """Refuse at once a ``host:port`` / ``ray://host:port`` that does not answer (Ray itself
-    retries for a minute before giving up)."""
-    if address in ("auto", "local"):
-        return
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"--ray-address: expected 'auto', 'host:port' or 'ray://host:port', got {address!r}")
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout).close()
-    except OSError as err:
-        raise ValueError(f"--ray-address: no Ray cluster answers at {address} ({err.strerror or err})") from None
-
-
 def import_ray():
     """The ``ray`` module, or a ValueError saying how to install it (one line).
 
@@ -155,8 +143,10 @@ def import_ray():
 class RayExecutor:
     """Cells as tasks on ``workers`` Ray actors, each holding its own model.
 
-    ``address``: None starts a local instance (or joins the one this process already started);
-    ``"auto"`` or ``"host:port"`` / ``"ray://host:port"`` joins a running cluster. Each actor asks
+    ``address``: None starts a local instance of its own (or uses the one this process already
+    started); ``"auto"`` or ``"host:port"`` / ``"ray://host:port"`` joins a running cluster (a
+    cluster that refuses this process's authentication token is one line saying so, with the fix).
+    [`describe`][interp.core.executor.RayExecutor.describe] says where the actors run and how to watch them. Each actor asks
     for ``cpus_per_worker`` CPUs (default: this machine's cores / workers, at least 1) and pins
     torch to as many threads; with CUDA, for ``gpus_per_worker`` of a GPU (fractions let several
     small models share one). A worker that dies mid-cell is restarted and its cell run again.
@@ -174,6 +164,9 @@ class RayExecutor:
     _ray: Any = field(default=None, repr=False)
     _actors: list = field(default_factory=list, repr=False)
     _started: bool = field(default=False, repr=False)
+    _dashboard: str | None = field(default=None, repr=False)
+    _threads: int = field(default=1, repr=False)
+    _gpus: float = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -188,20 +181,63 @@ class RayExecutor:
         ray = self._ray = import_ray()
         if not ray.is_initialized():
             if self.address is not None:
-                _check_reachable(self.address)
+                check_address(self.address)
             try:
-                ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
-                         logging_level=logging.WARNING,
-                         **({} if self.address else {"num_cpus": max(os.cpu_count() or 1, self.workers)}))
-            except ConnectionError as err:
+                with without_token_notice():
+                    # "local": a new instance of our own, never a cluster that RAY_ADDRESS or a
+                    # `ray start` on this machine points at
+                    context = ray.init(address=self.address or "local", include_dashboard=False, log_to_driver=False,
+                                       logging_level=logging.WARNING,
+                                       **({} if self.address else {"num_cpus": max(os.cpu_count() or 1, self.workers)}))
+            except (ConnectionError, RuntimeError, ValueError) as err:
+                if self.address is None:
+                    raise
+                if is_auth_failure(err):
+                    raise auth_error(self.address) from None
                 raise ValueError(f"--ray-address: could not join the Ray cluster at {self.address}: "
-                                 f"{str(err).splitlines()[0]}") from None
+                                 f"{(str(err).strip().splitlines() or [type(err).__name__])[0]}") from None
             self._started = True
-        threads = self.cpus_per_worker or max(1, int(ray.cluster_resources().get("CPU", 1)) // self.workers)
-        gpus = self.gpus_per_worker if self.gpus_per_worker is not None else self._default_gpus()
-        actor = ray.remote(num_cpus=threads, num_gpus=gpus, max_restarts=RETRIES, max_task_retries=RETRIES)(_Worker)
-        self._actors = [actor.remote(threads) for _ in range(self.workers)]
+            self._dashboard = getattr(context, "dashboard_url", None) or None
+        self._threads = self.cpus_per_worker or max(1, int(ray.cluster_resources().get("CPU", 1)) // self.workers)
+        self._gpus = self.gpus_per_worker if self.gpus_per_worker is not None else self._default_gpus()
+        actor = ray.remote(num_cpus=self._threads, num_gpus=self._gpus, max_restarts=RETRIES,
+                           max_task_retries=RETRIES)(_Worker)
+        self._actors = [actor.remote(self._threads) for _ in range(self.workers)]
+        logger.info(self.describe())
         return self
+
+    def describe(self) -> str:
+        """One line: where the actors run (a local instance or the cluster joined: nodes, CPUs,
+        GPUs), how many, and how to watch them (``ray status``, the dashboard when one runs).
+
+        >>> RayExecutor(workers=2).start().describe()  # doctest: +SKIP
+        'ray: 2 workers of 1 CPU each on a local Ray instance started here (1 node, 2 CPUs; it stops when ...'
+        """
+        ray = self._ray
+        resources = ray.cluster_resources()
+        nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
+        gpus = int(resources.get("GPU", 0))
+        size = (f"{nodes} node{'s' * (nodes != 1)}, {int(resources.get('CPU', 0))} CPUs"
+                + (f", {gpus} GPU{'s' * (gpus != 1)}" if gpus else ""))
+        gcs = None
+        with contextlib.suppress(Exception):  # a Ray Client connection has no GCS address to give
+            gcs = ray.get_runtime_context().gcs_address
+        if not self._started:
+            where = f"the Ray instance this process had joined ({size})"
+        elif self.address is None:
+            where = f"a local Ray instance started here ({size}; it stops when the study ends)"
+        else:
+            where = f"the Ray cluster at {gcs if self.address == 'auto' and gcs else self.address} ({size})"
+        each = f"{self._threads} CPU{'s' * (self._threads != 1)}" + (f" and {self._gpus:g} GPU" if self._gpus else "")
+        watch = []
+        if gcs:
+            token = "RAY_AUTH_MODE=token " if os.environ.get("RAY_AUTH_MODE", "").lower() == "token" else ""
+            watch.append(f"`{token}ray status --address {gcs}`")
+        if self._dashboard:
+            watch.append(f"the dashboard at {self._dashboard}")
+        workers = f"{self.workers} workers of {each} each" if self.workers > 1 else f"1 worker of {each}"
+        return (f"ray: {workers} on {where}"
+                + (f"; watch it with {' or '.join(watch)}" if watch else ""))
 
     def _default_gpus(self) -> float:
         # One GPU shared by the actors of this machine when the cluster has GPUs; none otherwise.

@@ -10,17 +10,9 @@ A new conversion is written into a fresh version folder and the link is switched
 ``rename``: a reader sees the old model or the new one, never none (so it never starts a second
 conversion because the folder vanished for a moment).
 
-``manifest.json`` records each file's SHA-256 and its stat (size, modification and change
-times, inode) when it is written. [`verify`][interp.models.store.verify] re-hashes small files (config, tokenizer)
-always and a large one only when its stat differs from the record, then records the new stat
-once the checksum matches (``full=True`` re-hashes everything, ``python -m interp.cli.models
-verify`` does so for the whole cache). Trusting an unchanged stat is sound against any change
-made through the file system: every write, and every ``utime`` that puts a modification time
-back, sets the change time (``ctime``) to now, and no system call sets it back; a copy or
-restore of the cache is a new inode. What a stat cannot see (bits rotting on the disk, a device
-written underneath the file system) is what the full check is for. Processes that add, drop or
-refresh manifest entries at once take turns under an ``flock`` on the version folder, so none loses
-another's entry.
+``manifest.json`` records each file's size, times and SHA-256 when it is written
+([`interp.models.manifest`][interp.models.manifest], re-exported here): loads check a folder against it before use, and
+``python -m interp.cli.models verify`` hashes the whole cache.
 
 A process killed mid-write leaves its staging folder or temporary file (``.<name>.<random>``)
 beside the target; [`remove_stale_staging`][interp.models.store.remove_stale_staging] removes any process's leftovers once nothing
@@ -29,25 +21,20 @@ has written into them for `STALE_AFTER_S` seconds.
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import fcntl
-import hashlib
-import json
 import logging
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from interp.core.locking import TableInUseError, TableLock
-from interp.core.tables import atomic_write_text
+# The manifest's names, re-exported: the cache's callers import them from here.
+from interp.models.manifest import ALWAYS_HASHED_BYTES, MANIFEST, CacheDamaged, check_listing  # noqa: F401
+from interp.models.manifest import forget_file, read_manifest, record_files, sha256_of, verify  # noqa: F401
 
-MANIFEST = "manifest.json"
-_CHUNK = 1 << 22
-ALWAYS_HASHED_BYTES = 64 << 20  # config and tokenizer files: hashing them costs milliseconds
 STALE_AFTER_S = 600.0  # a writer that is alive touches its staging files far more often than this
 LOCKED_MARK = "locked-"  # in the names of what a writer holding the conversion lock makes
 
@@ -65,15 +52,6 @@ class CacheWriteError(ValueError):
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)
 
 
-class CacheDamaged(ValueError):
-    """A cached file is missing, truncated or changed since it was written (a ``ValueError``, so
-    that a script reports it in one line when converting again cannot heal it)."""
-
-    def __init__(self, path: Path, reason: str):
-        super().__init__(f"{path}: {reason}")
-        self.path, self.reason = Path(path), reason
-
-
 def cache_dir() -> Path:
     """Where converted models are stored; ``$INTERP_CACHE`` overrides the default.
 
@@ -88,170 +66,6 @@ def cache_dir() -> Path:
                 raise CachePathError(f"{setting}={path} cannot be used: {folder} is a file, not a folder")
             break
     return path
-
-
-def sha256_of(path: Path) -> str:
-    """The file's SHA-256, read in chunks (hex).
-
-    >>> import tempfile
-    >>> path = Path(tempfile.mkdtemp()) / "w.txt"
-    >>> _ = path.write_text("hi")
-    >>> sha256_of(path)[:12]
-    '8f434346648f'
-    """
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _stat_record(stat: os.stat_result) -> dict:
-    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "ctime_ns": stat.st_ctime_ns, "inode": stat.st_ino}
-
-
-def _record(path: Path) -> dict:
-    before = path.stat()
-    digest = sha256_of(path)
-    after = path.stat()
-    record = {**_stat_record(before), "sha256": digest}
-    if _stat_record(after) != _stat_record(before):  # written while hashing: never trust its stat
-        record.pop("ctime_ns")
-    return record
-
-
-def _write_manifest(folder: Path, files: dict[str, dict]) -> None:
-    atomic_write_text(folder / MANIFEST, json.dumps({"files": files}, indent=1, sort_keys=True))
-
-
-@contextlib.contextmanager
-def _manifest_update(folder: Path) -> Iterator[dict[str, dict]]:
-    """The manifest's entries to change in place, read and written back under an ``flock`` on the
-    folder itself: two processes that record, forget or refresh files at once (a load processing
-    weights while another verifies) each keep the other's entries. The folder is locked rather than
-    a lock file so that the version folder holds nothing unrecorded and a read-only cache still
-    locks. Where the file system cannot lock a folder (NFS emulates ``flock`` with POSIX locks, which
-    refuse a write lock on a read-only descriptor) the update goes on unlocked, as a single writer's would."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError as err:
-            logger.debug("%s: cannot lock the folder (%s); updating its manifest unlocked", folder, err)
-        before = None  # no manifest yet (or an unreadable one): written whatever the change
-        try:
-            files = read_manifest(folder)
-            before = json.dumps(files, sort_keys=True)
-        except CacheDamaged:
-            files = {}
-        yield files
-        if before is None or json.dumps(files, sort_keys=True) != before:
-            _write_manifest(folder, files)
-    finally:
-        os.close(fd)  # drops the lock
-
-
-def read_manifest(folder: Path) -> dict[str, dict]:
-    """The manifest of ``folder`` (file name -> size, time, checksum); [`CacheDamaged`][interp.models.store.CacheDamaged] when
-    there is none.
-
-    >>> import tempfile
-    >>> folder = Path(tempfile.mkdtemp())
-    >>> _ = (folder / "w.txt").write_text("hi")
-    >>> record_files(folder, ["w.txt"])
-    >>> read_manifest(folder)["w.txt"]["size"]
-    2
-    """
-    path = Path(folder) / MANIFEST
-    if not path.exists():
-        raise CacheDamaged(path, "no manifest (the folder was not written by this version of interp)")
-    try:
-        return json.loads(path.read_text())["files"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise CacheDamaged(path, f"unreadable manifest ({err})") from None
-
-
-def record_files(folder: Path, names: Iterable[str]) -> None:
-    """Add (or refresh) the manifest entries of ``names`` in ``folder``.
-
-    >>> import tempfile
-    >>> folder = Path(tempfile.mkdtemp())
-    >>> _ = (folder / "w.txt").write_text("hi")
-    >>> record_files(folder, ["w.txt"])
-    >>> sorted(read_manifest(folder))
-    ['w.txt']
-    """
-    folder = Path(folder)
-    records = {name: _record(folder / name) for name in names}  # hashed before locking: hashing takes seconds
-    with _manifest_update(folder) as files:
-        files.update(records)
-
-
-def forget_file(folder: Path, name: str) -> None:
-    """Delete a cached file and its manifest entry (a damaged speed-up file, say).
-
-    >>> import tempfile
-    >>> folder = Path(tempfile.mkdtemp())
-    >>> _ = (folder / "w.txt").write_text("hi")
-    >>> record_files(folder, ["w.txt"])
-    >>> forget_file(folder, "w.txt")
-    >>> read_manifest(folder), (folder / "w.txt").exists()
-    ({}, False)
-    """
-    folder = Path(folder)
-    (folder / name).unlink(missing_ok=True)
-    try:
-        read_manifest(folder)
-    except CacheDamaged:  # none, or unreadable: left as it is for the next load to judge
-        return
-    with _manifest_update(folder) as files:
-        files.pop(name, None)
-
-
-def verify(folder: Path, names: Iterable[str] | None = None, full: bool = False) -> None:
-    """Raise [`CacheDamaged`][interp.models.store.CacheDamaged] naming the first file of ``names`` (default: all recorded)
-    that is missing or differs from its manifest entry. A large file whose stat (size, times,
-    inode) is as recorded is trusted without hashing unless ``full``; one whose stat changed is
-    hashed, and its new stat recorded when the checksum still matches.
-
-    >>> import tempfile
-    >>> folder = Path(tempfile.mkdtemp())
-    >>> _ = (folder / "w.txt").write_text("hi")
-    >>> record_files(folder, ["w.txt"])
-    >>> _ = (folder / "w.txt").write_text("ho")
-    >>> verify(folder, full=True)
-    Traceback (most recent call last):
-    ...
-    interp.models.store.CacheDamaged: ...w.txt: contents changed since it was written...
-    """
-    folder = Path(folder)
-    files = read_manifest(folder)
-    refreshed: dict[str, dict] = {}
-    for name in list(files) if names is None else names:
-        path = folder / name
-        if name not in files:
-            raise CacheDamaged(path, "not recorded in the manifest")
-        record = files[name]
-        if not path.exists():
-            raise CacheDamaged(path, "missing")
-        stat = path.stat()
-        if stat.st_size != record["size"]:
-            raise CacheDamaged(path, f"size {stat.st_size} bytes, {record['size']} when written (truncated or rewritten)")
-        unchanged = {key: record.get(key) for key in ("size", "mtime_ns", "ctime_ns", "inode")} == _stat_record(stat)
-        if full or not unchanged or stat.st_size <= ALWAYS_HASHED_BYTES:
-            fresh = _record(path)
-            if fresh["sha256"] != record["sha256"]:
-                raise CacheDamaged(path, "contents changed since it was written (checksum mismatch)")
-            if fresh != record:
-                refreshed[name] = fresh
-    if refreshed:  # the same bytes under a new stat (a copied cache, an older manifest): trusted from now on
-        try:
-            with _manifest_update(folder) as latest:
-                # only entries nobody rewrote meanwhile: a newer record of the same name wins
-                latest.update({name: fresh for name, fresh in refreshed.items()
-                               if latest.get(name, {}).get("sha256") == fresh["sha256"]})
-        except OSError:  # a read-only cache is checked in full each time instead
-            pass
 
 
 def is_version_folder(path: Path, target: Path) -> bool:
