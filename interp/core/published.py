@@ -89,6 +89,8 @@ _ACCURACY = {"model": _MODEL, "task": _TASK, "length": Column("int", lo=1, hi=MA
 _CI = {"ci_low": Column(lo=0, hi=1), "ci_high": Column(lo=0, hi=1)}
 _SCORE = Column(lo=0, hi=1)  # head scores are mean attention (or a ratio of norms): 0 to 1
 _METRIC = Column(lo=-1e4, hi=1e4, required=True)  # a logit difference: no model's reaches 10^4
+_OPTIONAL_METRIC = Column(lo=-1e4, hi=1e4)
+_LOGPROB = Column(lo=-1e4, hi=0)
 _GIT_TASKS = ("revert", "cherry-pick")
 SCHEMAS: dict[str, Schema] = {
     "directional_bias": Schema(_ACCURACY | {"template": Column("name"), "protocol": Column("name"),
@@ -135,8 +137,15 @@ SCHEMAS: dict[str, Schema] = {
                               "prompt": Column("int", lo=0, hi=MAX_COUNT, required=True),
                               "route": Column("name", required=True), "heads": Column("text"), "clean_metric": _METRIC,
                               "counterfactual_metric": _METRIC, "patched_metric": _METRIC,
-                              "correct": Column("bool", required=True)},
-                             key=("model", "task", "length", "format", "shots", "head_set", "route", "prompt")),
+                              "correct": Column("bool", required=True), "kind": Column("name"), "test": Column("name"),
+                              "counterfactual": Column("name"), "removed": Column("int", lo=0, hi=MAX_COUNT),
+                              "skipped": Column("int", lo=0, hi=MAX_COUNT),
+                              "clean_margin": _OPTIONAL_METRIC, "counterfactual_margin": _OPTIONAL_METRIC,
+                              "patched_margin": _OPTIONAL_METRIC, "clean_logprob": _LOGPROB,
+                              "counterfactual_logprob": _LOGPROB, "patched_logprob": _LOGPROB,
+                              "patched_correct": Column("bool")},
+                             key=("model", "task", "length", "format", "shots", "head_set", "route", "kind", "test",
+                                  "counterfactual", "prompt")),
     "from_scratch": Schema({"task": _TASK, "positional": Column("name", required=True),
                             "split": Column("name", required=True), "lengths": Column("text", required=True),
                             "accuracy": PROPORTION, "expressible": Column("bool", required=True),

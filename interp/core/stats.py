@@ -17,6 +17,10 @@ def binomial_stderr(p: float, n: int) -> float:
 
 
 Z_95 = 1.959963984540054
+# The smallest mean clean-vs-counterfactual metric gap (logits or nats per answer token) a share of the gap is
+# reported on: shares of a gap near zero are noise (a random tiny model "recovers" 0.9 of a 0.02-logit gap with
+# two edges). Circuits, routes and the claims read this one floor.
+MIN_GAP = 0.5
 
 
 def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:

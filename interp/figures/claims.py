@@ -31,7 +31,7 @@ from pathlib import Path
 
 from interp.core.naming import model_label, result_files, split_result_stem
 from interp.core.published import read_published
-from interp.core.stats import difference_interval
+from interp.core.stats import MIN_GAP, difference_interval
 
 STRONG, WEAK = 0.5, 0.2
 FLOOR = 0.2  # below this baseline accuracy an ablation or edge removal has nothing to break
@@ -39,7 +39,7 @@ FLOOR = 0.2  # below this baseline accuracy an ablation or edge removal has noth
 NEGLIGIBLE_DROP = 0.1
 # A route's share is a ratio over the metric gap: below 0.5 logits of mean gap (the counterfactual barely
 # moves the answer) the ratio is noise, and a bootstrap over fewer than 8 prompts has no spread to speak of.
-MIN_ROUTE_GAP = 0.5
+MIN_ROUTE_GAP = MIN_GAP  # interp.core.stats: shares of a smaller gap are noise
 MIN_ROUTE_PROMPTS = 8
 # Patching one route's reads moves the metric by a share of the whole clean-to-counterfactual gap; one that
 # moves it more than twice that gap (either way) is not carrying a share of it.
@@ -276,10 +276,12 @@ def _route_claims(model: str, rows: Rows, source: str) -> list[Claim]:
     ('cannot test', 'mean gap (clean - counterfactual metric) 0 logits; a share of it needs at least 0.5')
     """
     from interp.experiments.circuit_routes import EXPECTED_ROUTE, route_preference, route_shares
+    from interp.experiments.routes import is_share_row
 
     claims = []
     for task in sorted({str(r["task"]) for r in rows} & set(ROUTE_CLAIMS)):
-        mine = [r for r in rows if r["task"] == task]
+        # the share rows: each route's value reads alone, patched to the corrupt prompt's
+        mine = [r for r in rows if r["task"] == task and is_share_row(r)]
         head_set = "circuit" if any(r["head_set"] == "circuit" for r in mine) else "all"
         units = _route_units([r for r in mine if r["head_set"] == head_set], source)
         # prompts of every length pooled: one resampling unit per (length, prompt)
