@@ -93,9 +93,11 @@ RESULT_KINDS = (
     "edge_patching", "edge_patching_layers", "finetune", "trained", "from_scratch", "from_scratch_summary",
     "theory_table", "planted_sensitivity", "planted_sensitivity_summary",
     "lorem_ipsum", "lorem_ipsum_summary", "git_history", "claims", "claims_matrix", "circuit_attention",
-    "circuit", "circuit_summary", "circuit_curve", "circuit_components", "circuit_edges",
+    "circuit", "circuit_summary", "circuit_curve", "circuit_components", "circuit_edges", "circuit_ranking",
     "circuit_sensitivity", "circuit_sensitivity_summary", "circuit_sensitivity_stops",
     "circuit_routes", "circuit_difference", "circuit_wiring",
+    "scratch_family", "scratch_family_models", "scratch_family_routes", "scratch_family_edges",
+    "scratch_family_circuits", "scratch_family_verdicts",
 )
 
 

@@ -24,7 +24,7 @@ is predicted at the query token; with the colon, a 2-layer model needed far long
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, get_args
@@ -49,8 +49,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-Positional = Literal["absolute", "rope"]
-POSITIONALS: tuple[str, ...] = get_args(Positional)
+Positional = Literal["absolute", "rope", "nope"]
+# The encodings of the from-scratch table; "nope" (no position encoding: GPT-2 with its position table
+# fixed at zero) is for studies that ask what the encoding changes (interp.experiments.scratch_family).
+POSITIONALS: tuple[str, ...] = ("absolute", "rope")
 
 
 # --------------------------------------------------------------------------- configuration
@@ -70,6 +72,7 @@ class ScratchConfig:
     lr: float = 1e-3
     weight_decay: float = 0.01
     warmup_frac: float = 0.05
+    schedule: str = "linear"  # after warmup; "constant" makes the weights at step k those of a k-step run
     eval_every: int = 250
     eval_examples: int = 64  # per length, during training
     table_examples: int = 200  # per bin, for the final table
@@ -162,7 +165,8 @@ def _train_config(spec: TaskSpec, config: ScratchConfig, positional: Positional,
         task=spec.name, train_lengths=train_lengths, id_lengths=(train_lengths[-1],),
         ood_lengths=usable_lengths(spec, (first_bin[1],), vocabulary) or (first_bin[1],),
         steps=config.steps, batch_size=config.batch_size, lr=config.lr, weight_decay=config.weight_decay,
-        warmup_frac=config.warmup_frac, max_grad_norm=1.0, seed=config.seed, n_shots=0, prepend_bos=True,
+        warmup_frac=config.warmup_frac, schedule=config.schedule, max_grad_norm=1.0, seed=config.seed, n_shots=0,
+        prepend_bos=True,
         max_position=max_position if (positional == "absolute" and config.position_offset) else None,
         eval_every=config.eval_every, eval_examples=config.eval_examples, eval_batch_size=64,
         checkpoint_every=config.eval_every, stop_at_accuracy=config.stop_at_accuracy,
@@ -170,10 +174,15 @@ def _train_config(spec: TaskSpec, config: ScratchConfig, positional: Positional,
 
 
 def _new_model(positional: Positional, config: ScratchConfig, tokenizer, n_ctx: int, seed: int):
-    name = "tiny-gpt2" if positional == "absolute" else "tiny-llama"
+    name = "tiny-llama" if positional == "rope" else "tiny-gpt2"
     model, _ = tiny_hf_model(name, TinyModelConfig(n_layers=config.n_layers, n_heads=config.n_heads,
                                                    d_model=config.d_model, n_ctx=n_ctx, seed=seed,
-                                                   positional=positional), tokenizer=tokenizer)
+                                                   positional="rope" if positional == "rope" else "absolute"),
+                             tokenizer=tokenizer)
+    if positional == "nope":  # the same GPT-2 without position information: a frozen table of zeros
+        with torch.no_grad():
+            model.transformer.wpe.weight.zero_()
+        model.transformer.wpe.weight.requires_grad_(False)
     # The paper trains without dropout; these tasks have unlimited fresh data.
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout):
@@ -214,8 +223,11 @@ class FittedModel:
 
 
 def fit(task: str, positional: Positional, config: ScratchConfig, run_dir: Path | None = None,
-        progress: bool = False, resume: bool = True) -> FittedModel:
-    """Train a fresh model on ``task`` (resuming from ``run_dir``'s checkpoint when there is one).
+        progress: bool = False, resume: bool = True,
+        on_step: Callable[[int, torch.nn.Module], None] | None = None) -> FittedModel:
+    """Train a fresh model on ``task`` (resuming from ``run_dir``'s checkpoint when there is one);
+    ``on_step(step, model)`` runs after every optimizer step (and its checkpoint), e.g. to keep the
+    weights of an intermediate step.
 
     >>> tiny = replace(PRESETS["quick"], steps=2, eval_every=2, eval_examples=2, table_examples=4)
     >>> fitted = fit("UF", "absolute", tiny, progress=False)
@@ -223,8 +235,8 @@ def fit(task: str, positional: Positional, config: ScratchConfig, run_dir: Path 
     (2, ('a', 'b', 'c'), (20,))
     """
     spec = get_task(task)
-    if positional not in POSITIONALS:
-        raise ValueError(f"positional={positional!r} must be one of {POSITIONALS}")
+    if positional not in get_args(Positional):
+        raise ValueError(f"positional={positional!r} must be one of {get_args(Positional)}")
     items = scratch_items(config.n_items if spec.family == "copying" else config.retrieval_items)
     tokenizer = scratch_tokenizer(items)
     longest = _max_sequence_tokens(spec, config.longest, tokenizer, items) if usable_lengths(spec, (config.longest,), items) \
@@ -233,8 +245,14 @@ def fit(task: str, positional: Positional, config: ScratchConfig, run_dir: Path 
     cfg = _train_config(spec, config, positional, n_ctx, items)
     model = _new_model(positional, config, tokenizer, n_ctx, config.seed)
     timer = RunTimer(run_dir if resume else None)
-    result = train(model, tokenizer, cfg, run_dir, vocabulary=items, resume=resume, progress=progress,
-                   on_step=timer.on_step(cfg.checkpoint_every, cfg.steps))
+    timed = timer.on_step(cfg.checkpoint_every, cfg.steps)
+
+    def each_step(step: int, loss: float) -> None:
+        timed(step, loss)
+        if on_step is not None:
+            on_step(step, model)
+
+    result = train(model, tokenizer, cfg, run_dir, vocabulary=items, resume=resume, progress=progress, on_step=each_step)
     return FittedModel(model, tokenizer, items, cfg, result, timer.finish(result.final_step))
 
 

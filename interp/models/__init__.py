@@ -8,6 +8,8 @@ Names understood by [`load_model`][interp.models.loading.load_model]:
 * ``"planted-uf"``, ``"planted-ub"``, ``"planted-both"`` (optionally ``@STRENGTH``): models with
   hand-written induction and backward-copying circuits, positive controls for every instrument
   ([`interp.models.planted`][interp.models.planted]);
+* the toolkit's trained models (``scratch-ub``, ``smollm2-135m-ft-ub``, ..., and the from-scratch family
+  ``scratch-<uf|ub>-<rope|absolute|nope>-s<seed>-<steps>``: [`interp.models.trained`][interp.models.trained]);
 * a local Hugging Face checkpoint folder, or a hub name already in the local HF cache.
 
 Modules: ``names`` (names, aliases, labels), ``devices``, ``store`` (the cache: atomic

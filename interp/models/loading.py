@@ -23,7 +23,7 @@ from interp.models.processed import install_or_process
 from interp.models.store import CacheDamaged
 from interp.models.planted import PLANTED_MODELS, is_planted, planted_hf_model
 from interp.models.tiny import tiny_hf_model
-from interp.models.trained import TRAINED_MODELS, TRAINED_REPOS, trained_folder
+from interp.models.trained import TRAINED_MODELS, TRAINED_REPOS, trained_folder, trained_model
 
 
 def available_models() -> list[str]:
@@ -74,7 +74,7 @@ def load_hf_model(name_or_path: str, dtype: torch.dtype = torch.float32, device_
     if is_planted(name):
         model, tokenizer = planted_hf_model(name)
         return model.to(dtype), tokenizer
-    if name in TRAINED_MODELS:
+    if trained_model(name) is not None:  # the named ones and the from-scratch family's
         return _from_folder(trained_folder(name), dtype, device_map, allow_large)
     checkpoint = local_checkpoint(name)
     if checkpoint is None:
