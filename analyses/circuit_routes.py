@@ -16,10 +16,12 @@ bootstrap over prompts for the rest. See ``interp.experiments.routes`` for the t
     python analyses/circuit_routes.py --task UF --lengths 5 --format few-shot --shots 3 --n 16   # SmolLM2
 
 Head sets: every layer and head (``all``); with ``--layers``, every head of those layers; with a
-published circuit of the same model, task and format in ``--results``, the circuit's heads (those
-whose value or key input has a circuit edge at the string). A read whose source lies before the
-prompt (``o - 1`` of a string at position 0: ``--format few-shot --shots 1 --bos no``) is skipped and
-counted (the ``skipped`` column). Cells (lengths x head sets) run one after the other, or with
+published circuit of the same model, task, format and length in ``--results`` (analyses/find_circuit.py's
+``circuit_<model>_<task>[_<format>]_L<length>_<method>.json``, corrupt counterfactual; ``masks`` before
+``greedy`` before ``top-k``), the circuit's heads: per kind, those with an attention read of that kind in
+the circuit, and every query head of a key/value group whose key or value input has a circuit edge. A read
+whose source lies before the prompt (``o - 1`` of a string at position 0: ``--format few-shot --shots 1
+--bos no``) is skipped and counted (the ``skipped`` column). Cells (lengths x head sets) run one after the other, or with
 ``--executor ray --workers N`` on N Ray actors (the same table).
 
 Writes <out>/circuit_routes_<model>_<task>[_<format>] (.csv/.json/.md): one row per (length, head
@@ -35,7 +37,7 @@ from interp.cli import (Parser, add_model_args, add_output_args, at_least, exist
                         positive_int, positive_int_list, run, say, seed)
 from interp.cli.args import add_executor_args, executor_from_args, load_model_from_args, model_source_from_args
 from interp.core.naming import model_name, result_stem
-from interp.core.tables import read_csv, write_table
+from interp.core.tables import write_table
 
 # The library's names (interp.experiments.routes, interp.interventions.edges.data), repeated here so that
 # arguments are checked before torch is imported; tests/test_routes_script.py holds them equal.
@@ -100,6 +102,20 @@ def check_args(parser: Parser, args) -> int:
     return args.shots or (1 if args.format == "single-shot" else DEFAULT_SHOTS)
 
 
+def _published_circuits(results: Path, label: str, task: str, lengths: list[int]) -> dict[str, object]:
+    """File name -> `Circuit` of the model's published circuits of ``task`` at ``lengths`` (read and checked by
+    `interp.figures.circuit_files.read_circuit`; files of an earlier table format are not circuits)."""
+    from interp.core.naming import model_label
+    from interp.experiments.circuit_pair import published_circuit_files
+    from interp.figures.circuit_files import read_circuit
+
+    found = {}
+    for file in published_circuit_files(results, model_label(label)):
+        if file.task == task and file.length in lengths and (circuit := read_circuit(file.path)) is not None:
+            found[file.path.name] = circuit
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -110,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(parser: Parser, args, shots: int, executor) -> int:
     from interp.experiments.routes import EXPECTED_ROUTE, RouteStudyConfig, route_cells, route_report, route_study
+    from interp.experiments.routes.study import route_circuits
     from interp.interventions.edges.data import prompt_length
 
     model = load_model_from_args(args)
@@ -124,10 +141,12 @@ def _run(parser: Parser, args, shots: int, executor) -> int:
         fail(parser, "--layers", f"expected layers 0-{model.cfg.n_layers - 1}, got {args.layers}")
     label = model_name(model) or args.model
     variant = [args.task] + ([args.format] if args.format != "single-shot" else [])
-    circuit_csv = result_stem(args.results, "circuit", label, variant=variant).with_suffix(".csv")
-    circuit = read_csv(circuit_csv, required=("length", "pos", "role", "reader", "writer")) if circuit_csv.exists() else []
     heads_per_kv = model.cfg.n_heads // (getattr(model.cfg, "n_key_value_heads", None) or model.cfg.n_heads)
-    cells = route_cells(args.lengths, circuit, args.kinds, heads_per_kv, args.layers, model.cfg.n_heads)
+    published = _published_circuits(args.results, label, args.task, args.lengths)
+    circuits = route_circuits(published.values(), label, args.task, args.format, args.lengths, model.cfg.n_layers,
+                              model.cfg.n_heads, heads_per_kv)
+    circuit_files = [name for name, c in published.items() if any(c is chosen for chosen in circuits.values())]
+    cells = route_cells(args.lengths, circuits, args.kinds, heads_per_kv, args.layers, model.cfg.n_heads)
     config = RouteStudyConfig(args.task, args.n, args.seed, args.format, shots, bos, tuple(args.counterfactuals),
                               tuple(args.kinds), args.batch_size, label)
     say(f"{label} {args.task} ({args.format}, {shots} shot(s), BOS {'yes' if bos else 'no'}): {len(cells)} cell(s) of "
@@ -139,7 +158,7 @@ def _run(parser: Parser, args, shots: int, executor) -> int:
     written = write_table(rows, stem, metadata={
         "model": label, "task": args.task, "format": args.format, "shots": shots, "bos": bos, "n": args.n,
         "seed": args.seed, "counterfactuals": args.counterfactuals, "kinds": args.kinds, "layers": args.layers,
-        "circuit": circuit_csv.name if circuit else None, "layout": "interp.experiments.routes"})
+        "circuit": circuit_files or None, "layout": "interp.experiments.routes"})
     print(f"wrote {', '.join(str(p) for p in written)}")
     return 0
 

@@ -23,7 +23,7 @@ from interp.cli import Parser, add_output_args, fail, fraction_list, name_list, 
 from interp.cli.args import add_executor_args, executor_from_args
 from interp.core.journal import RowJournal
 from interp.core.naming import result_stem
-from interp.core.tables import read_csv, read_table_metadata, row_from_mapping, to_markdown, write_table
+from interp.core.tables import read_csv, read_table_metadata, row_from_mapping, stem_file, to_markdown, write_table
 from interp.experiments.circuit_sensitivity import (SENSITIVITY_METHODS, CircuitSensitivityConfig, CircuitSensitivityRow,
                                                      circuit_sensitivity, recovery_stops, recovery_summary)
 from interp.experiments.planted_sensitivity import SensitivityConfig
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
              for kind in ("circuit_sensitivity", "circuit_sensitivity_summary", "circuit_sensitivity_stops")}
     metadata = {"config": asdict(config), "machine": "CPU"}
     if args.summarize:
-        rows_file = stems["circuit_sensitivity"].with_suffix(".csv")
+        rows_file = stem_file(stems["circuit_sensitivity"], "csv")
         if not rows_file.exists():
             fail(parser, "--summarize", f"{rows_file} does not exist; run without --summarize first")
         rows = [row_from_mapping(CircuitSensitivityRow, row) for row in read_csv(rows_file)]

@@ -5,7 +5,9 @@
     python analyses/claims.py --formats html   # no Chromium needed
 
 Each row: a claim, a model, the number read with its 95% interval and sample size, and whether it
-supports, contradicts or cannot test the claim (``interp.figures.claims`` says how each is decided).
+supports, contradicts or cannot test the claim (``interp.figures.claims`` says how each is decided). The
+paper's two edge hypotheses get one row per model, decided from edge patching, route necessity, route share
+and the circuit's role edges together (``interp.figures.hypotheses``); their grid cells say why.
 """
 
 from __future__ import annotations

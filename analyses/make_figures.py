@@ -4,9 +4,11 @@
     python analyses/make_figures.py --out figures         # the published figures (`make figures`)
     python analyses/make_figures.py --formats html,svg,png --model smollm2-135m
 
-Figures whose results file is missing are skipped with a note. Static formats need a local
-Chromium (scripts/install_chromium.sh); ``--formats html`` needs none. Exits 1 when a results
-file is malformed (the message names the file and the problem), after drawing the others.
+Each saved circuit (results/circuit_*.json, with circuit_ranking_*.csv beside it) is drawn twice: a static
+figure (PNG/PDF/SVG, its most important edges) and an interactive page (HTML, a slider over its curve's grid);
+circuit tables of an earlier format are not drawn. Figures whose results file is missing are skipped with a
+note. Static formats need a local Chromium (scripts/install_chromium.sh); ``--formats html`` needs none.
+Exits 1 when a results file is malformed (the message names the file and the problem), after drawing the others.
 """
 
 from __future__ import annotations

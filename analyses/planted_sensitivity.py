@@ -24,7 +24,7 @@ from interp.figures import BrowserNotFoundError, save_figure
 from interp.figures.planted import planted_sensitivity_figure
 from interp.cli.args import add_executor_args, executor_from_args
 from interp.core.naming import result_stem
-from interp.core.tables import read_csv, to_markdown, write_table
+from interp.core.tables import read_csv, stem_file, to_markdown, write_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="only redraw the figure from <out>/planted_sensitivity_summary.csv (no model run)")
     args = parser.parse_args(argv)
     if args.redraw:
-        summary_file = result_stem(args.out, "planted_sensitivity_summary").with_suffix(".csv")
+        summary_file = stem_file(result_stem(args.out, "planted_sensitivity_summary"), "csv")
         if not summary_file.exists():
             fail(parser, "--redraw", f"{summary_file} does not exist; run without --redraw first")
         _save(planted_sensitivity_figure(read_csv(summary_file)), args)

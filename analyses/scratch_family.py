@@ -10,9 +10,9 @@ Models are saved in $INTERP_CACHE/scratch-family/ and load by name (`load_model(
 they are regenerable, so never committed. Writes <out>/scratch_family.* (one row per model and route length:
 in-distribution exact match, route shares with 95% bootstrap intervals, edge-patching accuracies with Wilson
 intervals, the learned route), scratch_family_verdicts.* (the seeds' learned routes per encoding and length),
-scratch_family_models.*, scratch_family_routes.*, scratch_family_edges.* (and scratch_family_circuits.* once
-the circuit hook yields rows). A killed run started again with the same arguments trains and measures only
-what it had not finished.
+scratch_family_models.*, scratch_family_routes.*, scratch_family_edges.* and scratch_family_circuits.* (each
+model's circuit at length 5, greedy pruning verified exactly: one row per edge). A killed run started again
+with the same arguments trains and measures only what it had not finished.
 """
 
 from __future__ import annotations

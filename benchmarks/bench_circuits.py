@@ -2,10 +2,11 @@
 and exact edge patching on the embedded SmolLM2-135M (30 layers x 9 query heads, 3 key/value heads),
 UF in the paper's few-shot copy prompts with ``--shots`` shots (the test included).
 
-EAP and EAP-IG score every position-resolved edge of the graph at once; exact patching costs one
-forward pass per edge, so it runs on a sample: ``--per-layer`` component-level edges (an edge at
-every position at once) drawn uniformly, seeded, among the edges into each reader layer (the 30
-layers and the logits). Each method's component-level score (its position scores summed) is compared
+EAP and EAP-IG score every position-resolved edge of the graph at once; an exact effect costs one
+pass of the prompts per edge, so it runs on a sample: ``--per-layer`` component-level edges (an edge at
+every position at once: the graph of ``circuit_runner(..., grain="components")``) drawn uniformly,
+seeded, among the edges into each reader layer (the 30 layers and the logits), each removed alone
+(`exact_effects`). Each method's component-level score (its position scores summed) is compared
 with the exact effect of the sampled edges: Pearson, Spearman and the overlap of the top ``--top``.
 Times are single runs (the methods differ by orders of magnitude); peak memory is each stage's own
 resident peak (the kernel's high-water mark is reset before each stage where Linux allows it).
@@ -27,9 +28,12 @@ from pathlib import Path
 
 import torch
 from scipy.stats import spearmanr
+from tqdm.auto import tqdm
 
 from interp.cli import Parser, positive_int, positive_int_list, run
-from interp.interventions.circuits import GraphEdges, circuit_graph, copying_task, edge_scores, exact_scores
+from interp.interventions.circuits import circuit_runner, copying_task, edge_scores, exact_effects
+from interp.interventions.circuits.role_graph import RoleGraph
+from interp.interventions.circuits.role_scores import residual_scores
 from interp.interventions.circuits.scores import PassCount
 from interp.models import load_model
 
@@ -53,16 +57,16 @@ def build_parser() -> Parser:
     return parser
 
 
-def sample_edges(graph, per_layer: int, seed: int = 0) -> GraphEdges:
-    """``per_layer`` component-level edges into each reader layer, uniformly at random (seeded)."""
+def sample_edges(graph: RoleGraph, per_layer: int, seed: int = 0) -> torch.Tensor:
+    """``per_layer`` edges of a component-level graph into each reader layer, uniformly at random (seeded)."""
     generator = torch.Generator().manual_seed(seed)
-    edges = GraphEdges.components(graph.valid)
-    layer = torch.tensor([graph.readers[r].layer for r in edges.reader.tolist()])
+    readers = graph.components.readers
+    layer = torch.tensor([readers[r].layer for r in graph.residual[:, 0].tolist()])
     chosen = []
     for value in layer.unique().tolist():
         members = (layer == value).nonzero()[:, 0]
         chosen.append(members[torch.randperm(len(members), generator=generator)[:per_layer]])
-    return edges[torch.cat(chosen)]
+    return torch.cat(chosen)
 
 
 def reset_peak() -> None:
@@ -86,22 +90,24 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     torch.manual_seed(0)
     model = load_model(args.model, device="cpu")
-    graph = circuit_graph(model)
     bos = bool(getattr(model.cfg, "default_prepend_bos", False))
     task = copying_task(model.tokenizer, args.task, args.length, args.n, fmt="few-shot", n_shots=args.shots, prepend_bos=bos)
-    sample = sample_edges(graph, args.per_layer)
     print(machine_line())
     with torch.no_grad():
         copied = int(torch.cat([task.correct(model(task.clean[rows])) for rows in torch.arange(task.n).split(args.batch_size)]).sum())
     print(f"{args.task} length {args.length}, {args.shots}-shot prompts: the model copies {copied} of {task.n} exactly")
+    reset_peak()
+    t = time.perf_counter()
+    runner = circuit_runner(model, task, grain="components", batch_size=args.batch_size)
+    graph = runner.graph.components
+    sample = sample_edges(runner.graph, args.per_layer)
     print(f"{args.model}: {len(graph.writers)} writers, {len(graph.readers)} readers, {task.clean.shape[1]} positions, "
           f"{graph.n_edges_per_position * task.clean.shape[1]:,} position-resolved edges; {len(sample)} sampled; "
           f"load {format_load(load_average())}")
-    reset_peak()
-    t = time.perf_counter()
-    passes = PassCount()
-    exact = exact_scores(model, task, sample, batch_size=args.batch_size, edges_per_pass=16, graph=graph, passes=passes,
-                         progress=True)
+    # per chunk of prompts: the clean and counterfactual runs the removal starts from, and the clean logits
+    passes = PassCount(forward=3 * len(runner.chunks) + runner.passes(len(sample)))
+    with tqdm(total=runner.passes(len(sample)), desc="exact edges") as bar:
+        exact = exact_effects(runner, sample, on_pass=bar.update)
     exact_time = time.perf_counter() - t
     top = set(exact.abs().argsort(descending=True)[:args.top].tolist())
 
@@ -122,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         passes = PassCount()
         scores = edge_scores(model, task, method, steps=steps, batch_size=args.batch_size, graph=graph, passes=passes)
         print(row(method if method == "eap" else f"{method} m={steps}", time.perf_counter() - t, peak_mb(), passes,
-                  scores.sum(0)[sample.reader, sample.writer]), flush=True)
+                  residual_scores(scores, runner.graph)[sample]), flush=True)
     print(f"\nload after: {format_load(load_average())}")
     return 0
 

@@ -10,7 +10,8 @@ The public API (``dir(interp)`` lists it; each name's module is given in ``_EXPO
 * measuring: ``evaluate_task`` (an ``Accuracy``), ``score_heads`` (a ``HeadScores``);
 * heads: ``Head``, ``HeadLike``, ``parse_heads``;
 * interventions: ``ablated``, ``ablation_hooks``, ``compute_head_means``,
-  ``head_sweep`` (a ``SweepResult``), ``attribution_sweep`` (an ``AttributionResult``).
+  ``head_sweep`` (a ``SweepResult``), ``attribution_sweep`` (an ``AttributionResult``);
+* circuits: ``find_circuit`` (a ``Circuit``: ``Circuit.load`` reads a saved one).
 
 Library functions draw no progress bar unless asked (``progress=True``); the scripts in
 ``analyses/`` ask, unless given ``--quiet``.
@@ -18,6 +19,9 @@ Library functions draw no progress bar unless asked (``progress=True``); the scr
 The packages follow the flow of data, each importing only those before it: ``core`` ->
 ``data`` -> ``crasp`` (the theory) -> ``prompts`` -> ``models`` -> ``measure`` ->
 ``interventions`` -> ``training`` -> ``experiments`` -> ``figures`` -> ``cli``.
+
+``interp.__version__`` is the installed package's version (its metadata; the source tree's ``pyproject.toml``
+when the package is not installed).
 
 Names are imported on first use, so that light tools (figures from results files) do not pay for
 importing torch and transformers (``python -c "import interp"``: 0.14 s this way against 25 s with
@@ -41,6 +45,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from interp.data.tasks import TASK_NAMES, TASKS, TaskExample, TaskSpec, generate_examples, get_task
     from interp.interventions.ablation import ablated, ablation_hooks, compute_head_means
     from interp.interventions.attribution import AttributionResult, attribution_sweep
+    from interp.interventions.circuits.circuit import Circuit
+    from interp.interventions.circuits.find import find_circuit
     from interp.interventions.sweep import SweepResult, head_sweep
     from interp.measure.encoding import encode_for
     from interp.measure.evaluate import evaluate_task, task_prompts
@@ -61,12 +67,41 @@ _EXPORTS = {
     "compute_head_means": "interventions.ablation",
     "head_sweep": "interventions.sweep", "SweepResult": "interventions.sweep",
     "attribution_sweep": "interventions.attribution", "AttributionResult": "interventions.attribution",
+    "find_circuit": "interventions.circuits.find", "Circuit": "interventions.circuits.circuit",
 }
 
 __all__ = sorted(_EXPORTS)
 
 
+def _version(source_root: str | os.PathLike | None = None) -> str:
+    """The version of the installed package, else the one ``pyproject.toml`` in ``source_root`` (the checkout
+    this module lies in) gives, else ``0+unknown``: a checkout run without ``pip install`` still says what it is.
+
+    >>> import interp
+    >>> _version() == interp.__version__
+    True
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("interp")
+    except PackageNotFoundError:
+        pass
+    import tomllib
+    from pathlib import Path
+
+    pyproject = Path(source_root if source_root is not None else Path(__file__).resolve().parents[1]) / "pyproject.toml"
+    try:
+        found = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"]
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError):
+        return "0+unknown"
+    return str(found)
+
+
 def __getattr__(name: str):
+    if name == "__version__":  # read on first use: importing interp reads no package metadata
+        value = globals()["__version__"] = _version()
+        return value
     if name in _EXPORTS:
         value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
         globals()[name] = value  # the next access is a plain attribute lookup

@@ -63,6 +63,17 @@ def test_strong_noise_degrades_recovery_for_every_score():
         assert rows[(model, "exact", 0.0)].clean_accuracy < rows[(model, "exact", 1.0)].clean_accuracy
 
 
+def test_component_scores_refuse_a_graph_of_another_grain():
+    from interp.interventions.circuits import circuit_runner
+    from interp.models import load_model
+
+    model = load_model("planted-ub", device="cpu")
+    config = CircuitSensitivityConfig(n=2)
+    runner = circuit_runner(model, study.planted_task(model, "UB", config), grain="roles")
+    with pytest.raises(ValueError, match="grain='components'"):
+        study.component_scores(runner, "exact", config)
+
+
 def test_a_journaled_cell_is_not_run_again(tmp_path, monkeypatch):
     config = CircuitSensitivityConfig(models=("planted-ub",), strengths=(1.0,), seeds=(0,), methods=("exact",), n=2)
     with RowJournal(tmp_path / "circuit_sensitivity_planted", {"n": 2}) as journal:

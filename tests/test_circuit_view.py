@@ -1,94 +1,111 @@
-"""The interactive circuit view: the data it embeds agrees with the published tables, and the page works
-in a real headless Chromium (the slider redraws the edges and the faithfulness, offline, without errors)."""
+"""The interactive circuit view (interp.figures.circuit_view) and the build that draws every published circuit: the
+data it embeds is the circuit, its curve's real grid and its ranking; the page works in a real headless Chromium
+(head names on the nodes, opening at the selected circuit, a slider over the grid, offline, without errors); no
+text of a circuit can end or alter its script; and figures/ holds the views of today's published circuits."""
 
 from __future__ import annotations
 
-import csv
+import html
 import json
 import re
-import shutil
-import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from circuit_samples import publish, sample_circuit
 
-from interp.core.tables import read_csv
+from interp.core.naming import split_result_stem
+from interp.core.tables import write_table
 from interp.figures.browser import find_browser, headless_chromium
 from interp.figures.build import make_figures
-from interp.figures.circuit_view import circuit_page, load_circuit_panels, page_data
+from interp.figures.circuit_files import RANKING_LIMIT, PublishedCircuit, published_circuits
+from interp.figures.circuit_view import circuit_page, page_data, script_json
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "results"
-STEM = "planted-ub_UB"  # the smallest published circuit: 16 edges of 1781, one length
+STEM = "circuit_smollm2-135m_UF_few-shot_top-k"
+needs_browser = pytest.mark.skipif(find_browser() is None,
+                                   reason="needs headless Chromium: run scripts/install_chromium.sh or set BROWSER_PATH")
 
 
 @pytest.fixture(scope="module")
-def panel():
-    (panel,) = load_circuit_panels(RESULTS / f"circuit_{STEM}.csv")
-    return panel
+def published(tmp_path_factory) -> PublishedCircuit:
+    results = tmp_path_factory.mktemp("results")
+    publish(results, *sample_circuit(200, seed=0), STEM)
+    (found,), errors = published_circuits(results, log=lambda _: None)
+    assert errors == []
+    return found
 
 
 def embedded(page: str) -> dict:
     return json.loads(re.search(r'<script type="application/json" id="circuit-data">(.*?)</script>', page, re.S)[1])
 
 
-def test_budgets_and_faithfulness_are_the_curve_table(panel):
-    curve = read_csv(RESULTS / f"circuit_curve_{STEM}.csv")
-    data = embedded(circuit_page([panel]))["circuits"][0]
-    assert [b["edges"] for b in data["budgets"]] == [r["edges"] for r in curve]
-    assert [b["edges"] for b in data["budgets"]] == sorted(b["edges"] for b in data["budgets"])
-    assert [b["recovered"] for b in data["budgets"]] == [r["recovered"] for r in curve]
-    assert [b["accuracy"] for b in data["budgets"]] == [r["accuracy"] for r in curve]
-    summary = read_csv(RESULTS / f"circuit_summary_{STEM}.csv")[0]
-    assert data["budgets"][data["initial"]]["edges"] == summary["circuit_edges"] == 16
+def test_the_slider_is_the_curves_grid_with_the_selected_circuit_where_it_opens(published):
+    c = published.circuit
+    data = embedded(circuit_page(published))
+    grid = [s for s in data["stops"] if s["kind"] == "grid"]
+    assert [(s["fraction"], s["edges"], s["recovered"], s["accuracy"], s["random_recovered"]) for s in grid] == \
+        [(p.fraction, p.edges, pytest.approx(p.recovered, rel=1e-4), pytest.approx(p.accuracy, rel=1e-4),
+          pytest.approx(p.random_recovered, rel=1e-4, abs=1e-9)) for p in c.curve.points]
+    opened = data["stops"][data["initial"]]
+    assert opened["kind"] == "circuit" and opened["edges"] == len(c) == 200
+    assert (opened["recovered"], opened["accuracy"]) == (c.recovered, c.accuracy)
+    sizes = [s["edges"] for s in data["stops"]]
+    assert sizes == sorted(sizes)
+    assert [e for e in data["circuit"]] == list(range(200))  # the circuit's edges, its own order
+    labels = [data["edges"]["label"][i] for i in data["ranking"]]
+    assert labels == [e.label for e in published.ranking] and len(labels) == RANKING_LIMIT
+    assert all((s["draw"] == "ranking") == (s["edges"] <= RANKING_LIMIT) for s in grid)
+    assert data["edges"]["loss"][0] == c.edges[0].loss and data["edges"]["loss"][len(c)] is None
 
 
-def test_edges_are_in_selection_order_and_start_with_the_published_circuit(panel):
-    data = page_data(panel)
-    edges = data["edges"]
-    assert len(edges["pos"]) == data["budgets"][-1]["edges"]  # enough for the largest budget, no more
-    scores = [abs(s) for s in edges["eap_ig"]]
-    assert scores == sorted(scores, reverse=True)
-    drawn = [(p, data["readers"][r], data["writers"][w]) for p, r, w in zip(edges["pos"], edges["reader"], edges["writer"])]
-    circuit = sorted(read_csv(RESULTS / f"circuit_{STEM}.csv"), key=lambda r: r["rank"])
-    assert drawn[: len(circuit)] == [(r["pos"], r["reader"], r["writer"]) for r in circuit]
-    assert all(f"{writer}@{p}" in data["nodes"] for p, _, writer in drawn)
+def test_layouts_hold_every_node_their_edges_need(published):
+    data = page_data(published)
+    for stop in data["stops"]:
+        if stop["layout"] is None:
+            continue
+        lay = data["layouts"][stop["layout"]]
+        ids = data["circuit"] if stop["draw"] == "circuit" else data["ranking"][: stop["edges"]]
+        needed = {n for i in ids for n in data["edges"]["segments"][i]}
+        assert needed == set(lay["nodes"]), stop
+        assert len(lay["x"]) == len(lay["y"]) == len(lay["nodes"])
 
 
-def test_tables_of_different_runs_are_refused(tmp_path):
-    for table in RESULTS.glob(f"circuit*_{STEM}.csv"):
-        shutil.copy(table, tmp_path / table.name)
-    path = tmp_path / f"circuit_{STEM}.csv"
-    with path.open(newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    rows[0]["reader"], rows[1]["reader"] = rows[1]["reader"], rows[0]["reader"]
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    with pytest.raises(ValueError, match="different runs"):
-        load_circuit_panels(path)
+def test_embedded_data_cannot_end_or_open_a_script():
+    hostile = {"role": "<!--<script>", "end": "</script><img src=x onerror=alert(1)>", "amp": "&lt;", "line": "a\u2028b\u2029"}
+    text = script_json(hostile)
+    assert not set(text) & set("<>&\u2028\u2029") and json.loads(text) == hostile
 
 
-def test_make_figures_writes_one_page_per_circuit(tmp_path):
+def test_make_figures_draws_new_circuits_and_skips_earlier_tables(tmp_path, published):
     results = tmp_path / "results"
     results.mkdir()
-    for table in RESULTS.glob(f"circuit*_{STEM}.*"):
-        shutil.copy(table, results / table.name)
-    written, errors = make_figures(results, tmp_path / "figures", formats=("html",), log=lambda line: None)
-    assert errors == [] and [p.name for p in written] == [f"circuit_{STEM}.html"]
+    old = {"model": "planted-ub", "task": "UB", "length": 4, "counterfactual": "corrupt", "rank": 1, "pos": 4,
+           "role": "s1", "reader": "a1.1.v", "writer": "a0.0", "eap_ig": -17.1}  # a table of the earlier format
+    for kind in ("circuit", "circuit_summary", "circuit_curve", "circuit_edges", "circuit_components"):
+        write_table([old], results / f"{kind}_planted-ub_UB", metadata={"config": {"task": "UB"}, "model": "planted-ub"})
+    publish(results, replace(published.circuit, model="/home/someone/ckpt-9/"), published.ranking, "circuit_ckpt-9_UF_top-k")
+    notes = []
+    written, errors = make_figures(results, tmp_path / "figures", formats=("html",), log=notes.append)
+    assert errors == [] and [p.name for p in written] == ["circuit_ckpt-9_UF_top-k.html"]
     page = written[0].read_text()
-    assert "<title>Circuit of planted-ub on UB</title>" in page
+    assert "<title>Circuit of ckpt-9 on UF (top-k)</title>" in page and "/home/someone" not in page
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page), "the page loads something from the network"
+    assert any("not saved circuits" in n for n in notes)
 
 
-def test_a_missing_table_is_one_error_naming_it(tmp_path):
-    for table in RESULTS.glob(f"circuit*_{STEM}.csv"):
-        shutil.copy(table, tmp_path / table.name)
-    (tmp_path / f"circuit_curve_{STEM}.csv").unlink()
-    written, errors = make_figures(tmp_path, tmp_path / "figures", formats=("html",), log=lambda line: None)
-    assert written == [] and len(errors) == 1
-    assert f"circuit_{STEM}.csv" in errors[0] and f"circuit_curve_{STEM}.csv is missing" in errors[0]
+def test_a_broken_saved_circuit_is_one_error_naming_it(tmp_path, published):
+    path = publish(tmp_path, published.circuit, published.ranking, STEM)
+    text = json.loads(path.read_text())
+    del text["metadata"]["edges"]
+    path.write_text(json.dumps(text))
+    written, errors = make_figures(tmp_path, tmp_path / "figures", formats=("html",), log=lambda _: None)
+    assert written == [] and len(errors) == 1 and path.name in errors[0] and "missing or unexpected field" in errors[0]
+    ranking = tmp_path / STEM.replace("circuit_", "circuit_ranking_", 1)
+    publish(tmp_path, published.circuit, published.ranking[:3], STEM)
+    ranking.with_suffix(".csv").write_text(ranking.with_suffix(".csv").read_text().replace("\n2,", "\n7,", 1))
+    written, errors = make_figures(tmp_path, tmp_path / "figures", formats=("html",), log=lambda _: None)
+    assert written == [] and len(errors) == 1 and "ranks are not 1, 2, ..., 3" in errors[0]
 
 
 PROBE = """<script>
@@ -99,21 +116,23 @@ for (const level of ['error', 'warn']) {
   console[level] = (...args) => { window.__errors.push(level + ': ' + args.join(' ')); original.apply(console, args); };
 }
 window.addEventListener('load', () => {
-  const result = {errors: window.__errors, requests: [], title: document.title};
+  const result = {errors: window.__errors, title: document.title};
   try {
-  const section = document.getElementById('circuit-0'), slider = section.querySelector('input.budget');
-  const state = () => ({edges: section.querySelectorAll('g.edges path').length, shown: +section.dataset.edges,
-    faithfulness: section.querySelector('.faithfulness').textContent,
-    recovered: +section.querySelector('.faithfulness').dataset.recovered,
-    marker: section.querySelector('svg.curve .marker').getAttribute('cx'),
-    titled: [...section.querySelectorAll('g.edges path')].every(p => p.querySelector('title'))});
-  const states = [state()];
-  for (const value of [0, slider.max]) {
-    slider.value = value;
-    slider.dispatchEvent(new Event('input'));
-    states.push(state());
-  }
-  Object.assign(result, {states, hover: section.querySelector('g.edges path title').textContent});
+    const section = document.getElementById('circuit'), slider = section.querySelector('input.stop');
+    const state = () => ({stop: +section.dataset.stop, edges: +section.dataset.edges,
+      paths: section.querySelectorAll('g.edges path').length,
+      listed: section.querySelectorAll('table.edge-list tbody tr').length,
+      nodes: [...section.querySelectorAll('g.nodes .node-label')].map(t => t.textContent),
+      where: section.querySelector('.stop-label').textContent,
+      recovered: +section.querySelector('.faithfulness').dataset.recovered});
+    const states = [state()];
+    for (let v = 0; v <= +slider.max; v++) {
+      slider.value = v;
+      slider.dispatchEvent(new Event('input'));
+      states.push(state());
+    }
+    Object.assign(result, {states, max: +slider.max, injected: window.__pwned || null,
+      images: document.querySelectorAll('img').length, scripts: document.querySelectorAll('script').length});
   } catch (err) { window.__errors.push('probe: ' + err); }
   result.requests = performance.getEntriesByType('resource').map(r => r.name);
   document.body.setAttribute('data-probe', JSON.stringify(result));
@@ -121,73 +140,88 @@ window.addEventListener('load', () => {
 </script>"""
 
 
-@pytest.mark.browser
-@pytest.mark.skipif(find_browser() is None,
-                    reason="needs headless Chromium: run scripts/install_chromium.sh (make does) or set BROWSER_PATH")
-def test_slider_redraws_edges_and_faithfulness_in_headless_chromium(panel, tmp_path):
+def probe(page_html: str, tmp_path) -> dict:
     page = tmp_path / "circuit.html"
-    page.write_text(circuit_page([panel]).replace("<head>", "<head>" + PROBE, 1))
-    found = re.search(r'data-probe="([^"]*)"', headless_chromium(page, window=(1200, 900)))
-    assert found, "the probe did not run"
-    probe = json.loads(found[1].replace("&quot;", '"').replace("&amp;", "&"))
-    assert probe["errors"] == [] and probe["requests"] == [], probe
-    curve = {r["edges"]: r["recovered"] for r in read_csv(RESULTS / f"circuit_curve_{STEM}.csv")}
-    first, smallest, largest = probe["states"]
-    assert probe["title"] == "Circuit of planted-ub on UB"
-    assert (first["edges"], smallest["edges"], largest["edges"]) == (16, 1, max(curve))
-    for state in probe["states"]:
-        assert state["edges"] == state["shown"] and state["titled"]
-        assert state["recovered"] == pytest.approx(curve[state["edges"]])
-    assert len({s["faithfulness"] for s in probe["states"]}) == 3, "the faithfulness shown did not follow the slider"
-    assert len({s["marker"] for s in probe["states"]}) == 3, "the curve's marker did not follow the slider"
-    assert "100.0%" in first["faithfulness"] and "0.0%" in smallest["faithfulness"]
-    for words in ("a0.0.v", "embed", "position 4 (s1)", "EAP: ", "EAP-IG: -17.066", "exact: not measured",
-                  "over all positions"):
-        assert words in probe["hover"], (words, probe["hover"])
+    page.write_text(page_html.replace("<head>", "<head>" + PROBE, 1))
+    found = re.search(r'data-probe="([^"]*)"', headless_chromium(page, window=(1400, 900)))
+    assert found, "the probe did not run (the page's scripts are dead)"
+    return json.loads(found[1].replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
 
 
-def test_a_circuit_selected_by_eap_ig_over_activations_is_drawn_by_its_own_scores(tmp_path):
-    sys.path.insert(0, str(ROOT / "analyses"))
-    import find_circuit
-    from interp.cli import run
-
-    run(find_circuit.main, ["--model", "planted-ub", "--task", "UB", "--lengths", "3", "--n", "2", "--steps", "1",
-                            "--method", "eap-ig-act", "--random", "0", "--exact", "none", "--attention", "no",
-                            "--quiet", "--out", str(tmp_path)])
-    written, errors = make_figures(tmp_path, tmp_path / "figures", formats=("html",), log=lambda line: None)
-    assert errors == [] and [p.name for p in written] == ["circuit_planted-ub_UB.html"]
-    data = embedded(written[0].read_text())["circuits"][0]
-    assert data["method"] == "eap_ig_act" and "eap_ig_act" in data["methods"]
-    assert data["method_titles"]["eap_ig_act"] == "EAP-IG (activations)"
-    scores = [abs(s) for s in data["edges"]["eap_ig_act"]]
-    assert scores == sorted(scores, reverse=True) and scores[0] > 0
-
-
-def test_a_capped_edge_table_still_holds_the_largest_circuit_the_view_redraws(tmp_path, monkeypatch):
-    sys.path.insert(0, str(ROOT / "analyses"))
-    import find_circuit
-    from interp.cli import run
-    from interp.experiments import circuit_study
-
-    monkeypatch.setattr(circuit_study, "MAX_EDGE_ROWS", 10)  # a pretrained model's millions, in miniature
-    run(find_circuit.main, ["--model", "planted-ub", "--task", "UB", "--lengths", "3", "--n", "2", "--steps", "1",
-                            "--budget", "4,24", "--random", "0", "--exact", "none", "--attention", "no",
-                            "--quiet", "--out", str(tmp_path)])
-    assert len(read_csv(tmp_path / "circuit_edges_planted-ub_UB.csv")) == 24
-    (panel,) = load_circuit_panels(tmp_path / "circuit_planted-ub_UB.csv")
-    assert len(panel.edges) == 24 and panel.curve[-1]["edges"] == 24
+@pytest.mark.browser
+@needs_browser
+def test_the_page_names_heads_opens_at_the_circuit_and_walks_the_grid(published, tmp_path):
+    c = published.circuit
+    result = probe(circuit_page(published), tmp_path)
+    assert result["errors"] == [] and result["requests"] == [], result["errors"]
+    data = page_data(published)
+    first, walk = result["states"][0], result["states"][1:]
+    assert first["stop"] == data["initial"] and first["edges"] == first["listed"] == len(c)
+    assert first["where"].startswith("selected circuit: 200 edges")
+    heads = {f"{e.reader[1:]} @ {e.role}" for e in c.edges if e.kind != "residual"}
+    assert heads <= set(first["nodes"]), heads - set(first["nodes"])  # every head of the circuit named on its node
+    assert len(walk) == len(data["stops"]) == result["max"] + 1
+    for stop, state in zip(data["stops"], walk):
+        drawn = 0 if stop["draw"] is None else len(c) if stop["draw"] == "circuit" else stop["edges"]
+        assert state["edges"] == state["listed"] == drawn, (stop, state)
+        assert state["paths"] >= drawn and state["recovered"] == pytest.approx(stop["recovered"])
+        assert f"{stop['edges']:,} edges" in state["where"]
+    assert any("numbers only" in s["where"] for s in walk)  # grid points past the published ranking
 
 
-def test_the_published_views_are_what_make_figures_draws_from_the_published_tables(tmp_path):
-    """A view redrawn after a change of the page or of a table must be committed with it: every
-    ``figures/circuit_*.html`` equals the page built from ``results/`` now."""
-    from interp.figures.build import circuit_views, write_circuit_view
+@pytest.mark.browser
+@needs_browser
+def test_markup_in_a_circuit_draws_every_edge_and_runs_nothing(tmp_path):
+    """A role ``<!--<script>`` once swallowed the page's script (0 edges drawn); ``</script>`` and an ``<img onerror>``
+    must not end the data or run."""
+    attack = {"roles": ("bos", "<!--<script>", "s", "</script><img src=x onerror=window.__pwned=1>", "c"),
+              "key_roles": ("<!--<script>", "<img src=x onerror=window.__pwned=2>", "o+1")}
+    c, ranking = sample_circuit(30, seed=3, ranking=60, model="<script>window.__pwned=3</script>", **attack)
+    published = PublishedCircuit(STEM, c, ranking, "<!--<script>")
+    result = probe(circuit_page(published), tmp_path)
+    assert result["errors"] == [] and result["injected"] is None, result
+    assert result["images"] == 0 and result["scripts"] == 3  # the probe, the data, the page's own script
+    first = result["states"][0]
+    assert first["edges"] == first["listed"] == 30
+    assert any("<!--<script>" in n for n in first["nodes"]) and any("</script>" in n for n in first["nodes"])
 
-    views, errors = circuit_views(ROOT / "results", log=lambda _: None)
-    assert not errors and len(views) >= 9
+
+def test_the_published_views_are_what_make_figures_draws_now(tmp_path):
+    """A view redrawn after a change of the page or of a circuit must be committed with it: figures/ holds one view
+    per published circuit, each equal to the page built from results/ now, and a PNG beside it at most 1600 px
+    tall; no view of a circuit no longer published."""
+    from test_circuit_figure import png_size
+
+    from interp.figures.build import write_circuit_figures
+
+    circuits, errors = published_circuits(ROOT / "results", log=lambda _: None)
+    assert not errors
     stale = []
-    for stem, panels in views:
-        (page,) = write_circuit_view(stem, panels, ROOT / "results", tmp_path)
-        if page.read_bytes() != (ROOT / "figures" / f"{stem}.html").read_bytes():
-            stale.append(stem)
-    assert not stale, f"figures/ holds views older than their tables or the page code: {stale} (run make figures)"
+    for published in circuits:
+        (page,) = write_circuit_figures(published, tmp_path, ("html",))
+        if page.read_bytes() != (ROOT / "figures" / page.name).read_bytes():
+            stale.append(page.name)
+        assert png_size(ROOT / "figures" / f"{published.stem}.png")[1] <= 1600
+    assert not stale, f"figures/ holds views older than their circuits or the page code: {stale} (run make figures)"
+    views = {p.stem for p in (ROOT / "figures").glob("circuit_*.html") if split_result_stem(p.stem)[0] == "circuit"}
+    orphans = sorted(views - {p.stem for p in circuits})
+    assert not orphans, f"figures/ holds views of circuits results/ no longer publishes: {orphans}"
+
+
+@pytest.mark.browser
+@needs_browser
+def test_every_published_circuit_names_its_heads_and_draws_at_most_40_edges_in_its_figure():
+    from test_circuit_figure import edge_label, edge_traces
+
+    from interp.figures.circuit_figure import MAX_DRAWN, circuit_figure
+
+    circuits, errors = published_circuits(ROOT / "results", log=lambda _: None)
+    assert not errors
+    for published in circuits:
+        c = published.circuit
+        dom = headless_chromium(ROOT / "figures" / f"{published.stem}.html", window=(1400, 900))
+        names = {html.unescape(n) for n in re.findall(r'<text[^>]*class="node-label"[^>]*>([^<]*)</text>', dom)}
+        heads = {f"{e.reader[1:]} @ {e.role}" for e in c.edges if e.kind != "residual"}
+        assert heads <= names, (published.stem, sorted(heads - names))
+        assert re.search(rf'id="circuit"[^>]*data-edges="{len(c)}"', dom), published.stem
+        assert len({edge_label(t) for t in edge_traces(circuit_figure(c))}) <= MAX_DRAWN

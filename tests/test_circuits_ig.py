@@ -4,9 +4,9 @@
 import pytest
 import torch
 
-from interp.interventions.circuits import GraphEdges, circuit_graph, copying_task, edge_scores, exact_scores
-from interp.interventions.circuits.faithfulness import circuit_metrics
+from interp.interventions.circuits import circuit_graph, circuit_runner, copying_task, edge_scores, exact_effects
 from interp.interventions.circuits.graph import Component
+from interp.interventions.circuits.role_scores import residual_scores
 from interp.interventions.circuits.scores import PassCount
 from interp.models import load_model
 
@@ -43,15 +43,16 @@ def test_activation_ig_on_the_embeddings_is_input_ig(noisy_ub):
 @pytest.mark.parametrize("hook_name", ["blocks.0.attn.hook_result"])
 def test_activation_ig_sums_to_the_effect_of_patching_its_layer(noisy_ub, hook_name):
     """Completeness: a writer layer's edge scores add up to the integral of its path, the metric with
-    that layer's outputs patched to the counterfactual's for every reader (exact, dense removal);
-    the right Riemann sum converges to it as steps grow, and one step (EAP) misses it."""
+    that layer's outputs patched to the counterfactual's for every reader (exact: every residual edge out
+    of the layer removed at once from the whole model); the right Riemann sum converges to it as steps
+    grow, and one step (EAP) misses it."""
     model, task, graph = noisy_ub
     hook = next(h for h in graph.writer_hooks if h.name == hook_name)
-    n_pos = task.clean.shape[1]
-    kept = graph.valid.expand(n_pos, -1, -1).clone()
-    kept[:, :, hook.start:hook.stop] = False
-    metric = circuit_metrics(model, task, torch.stack([graph.valid.expand(n_pos, -1, -1), kept]), graph=graph).metric
-    effect = float(metric[1] - metric[0])
+    runner = circuit_runner(model, task, grain="components")
+    writer = runner.graph.residual[:, 1]
+    out_of_layer = ((writer >= hook.start) & (writer < hook.stop)).nonzero()[:, 0]
+    assert len(out_of_layer) == int(graph.valid[:, hook.start:hook.stop].sum())  # every reader downstream
+    effect = float(runner.measure([out_of_layer], kept_by_default=True).metric[0]) - runner.clean_metric
     errors = {}
     for steps in (1, 64):
         scores = edge_scores(model, task, "eap-ig-act", steps=steps, graph=graph)
@@ -65,13 +66,12 @@ def test_activation_ig_tracks_exact_single_edges_on_gqa_model():
     """tiny-llama reads keys and values per key/value head: the activation path agrees with exact
     component-level effects at least as well as EAP does."""
     model = load_model("tiny-llama", device="cpu")
-    graph = circuit_graph(model)
     task = copying_task(model.tokenizer, "UF", 3, 4, seed=2)
-    components = GraphEdges.components(graph.valid)
-    exact = exact_scores(model, task, components, graph=graph, edges_per_pass=64)
+    runner = circuit_runner(model, task, grain="components")
+    exact = exact_effects(runner, torch.arange(runner.graph.n_residual))
 
     def pearson(method, steps):
-        s = edge_scores(model, task, method, steps=steps, graph=graph).sum(0)[components.reader, components.writer]
+        s = residual_scores(edge_scores(model, task, method, steps=steps, graph=runner.graph.components), runner.graph)
         return float(torch.corrcoef(torch.stack([s.double(), exact.double()]))[0, 1])
 
     assert exact.abs().max() > 0

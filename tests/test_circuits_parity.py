@@ -6,8 +6,7 @@ import torch
 from transformer_lens.tools.analysis.attribution_patching import (EdgeAttributionConfig, Node, attribution_patch,
                                                                   faithfulness)
 
-from interp.interventions.circuits import circuit_graph, copying_task, edge_scores
-from interp.interventions.circuits.faithfulness import circuit_metrics
+from interp.interventions.circuits import circuit_graph, circuit_runner, copying_task, edge_scores
 from interp.interventions.circuits.graph import Component
 from interp.models import load_model
 
@@ -52,6 +51,9 @@ def test_first_order_scores_equal_transformer_lens_edge_attribution(setup):
 
 
 def test_circuit_metric_equals_transformer_lens_faithfulness(setup):
+    """TransformerLens' circuit (its top edges, every other one ablated to the corrupt run) measured by the
+    position-level graph gives the same metric. TL's graph has no position writer, so its circuits keep the
+    position embeddings' edges."""
     model, task, graph = setup
     one = task.rows(slice(1, 2))
     scores = edge_scores(model, one, "eap", graph=graph)
@@ -59,11 +61,15 @@ def test_circuit_metric_equals_transformer_lens_faithfulness(setup):
                                EdgeAttributionConfig(granularity="edge"))
     circuit = [(w, r) for w, r, _ in theirs.top_edges(40)]
     result = faithfulness(model, one.clean, one.corrupt, _one_row_metric(task, 1), circuit)
-    kept = torch.zeros(one.clean.shape[1], len(graph.readers), len(graph.writers), dtype=torch.bool)
-    kept[:, :, graph.writer_index(Component("pos_embed"))] = True  # TL's graph has no position writer
-    for writer, reader in circuit:
-        kept[reader.position, graph.reader_index(_component(reader, graph)), graph.writer_index(_component(writer, graph))] = True
-    ours = circuit_metrics(model, one, kept[None], graph=graph)
+    runner = circuit_runner(model, one, grain="positions")
+    positions = runner.graph
+    index = {(r, w, role): i for i, (r, w, role) in enumerate(positions.residual.tolist())}
+    pos_embed = graph.writer_index(Component("pos_embed"))
+    kept = [i for i, (_, w, _) in enumerate(positions.residual.tolist()) if w == pos_embed]
+    for writer, reader in circuit:  # TL's top edges all lie at or before the last scored position
+        r, w = graph.reader_index(_component(reader, graph)), graph.writer_index(_component(writer, graph))
+        kept.append(index[(r, w, int(positions.position_roles[reader.position]))])
+    ours = runner.measure([torch.tensor(sorted(kept))])
     ablated = result.corrupt_metric + result.recovered * (result.full_metric - result.corrupt_metric)
     assert float(ours.metric[0]) == pytest.approx(ablated, abs=1e-3)
     assert abs(result.recovered) > 0.05 and abs(result.recovered - 1) > 0.05  # a circuit that is neither empty nor full

@@ -59,8 +59,10 @@ def test_each_claim_gets_the_verdict_its_numbers_give(results):
     assert got[("induction-head ablation breaks UF", "m")].verdict == "supports"
     ub = got[("anti-induction-head ablation breaks UB", "m")]
     assert ub.verdict == "cannot test" and "UB at 0.00" in ub.note  # nothing to break at the floor
-    assert got[("induction edges carry UF", "m")].verdict == "supports"
-    assert got[("anti-induction edges carry UB", "m")].verdict == "inconclusive"  # 0.80 -> 0.78
+    uf = got[("UF's copy runs through induction", "m")]
+    assert uf.verdict == "supports" and uf.why == "needed"  # 0.90 -> 0.10 without the induction edges (n = 50)
+    ub = got[("UB's copy runs through anti-induction", "m")]
+    assert ub.verdict == "contradicts" and ub.why == "o not needed"  # 0.80 -> 0.78: the copy survives
     scratch = got[("expressible tasks length-generalize from scratch, inexpressible do not", "from scratch (absolute)")]
     assert scratch.verdict == "supports"
 
@@ -69,8 +71,9 @@ def test_edges_that_change_nothing_contradict_carrying(results):
     (results / "edge_patching_m.csv").write_text((results / "edge_patching_m.csv").read_text()
                                                  .replace("UB,5,0.78,50", "UB,5,0.8,50").replace(",50,", ",400,"))
     got = {c.claim: c for c in claim_rows(results)}
-    carry = got["anti-induction edges carry UB"]
-    assert carry.verdict == "contradicts" and carry.hi < 0.1 and "below 0.1" in carry.note  # 0.80 -> 0.80, n = 400
+    carry = got["UB's copy runs through anti-induction (reads at o)"]
+    assert carry.verdict == "contradicts" and carry.estimate == 0 and carry.hi < 0.1  # 0.80 -> 0.80, n = 400
+    assert "0.80 -> 0.80" in carry.value and "not used: no route table" in carry.value
 
 
 def test_an_ablation_no_worse_than_random_heads_is_not_support(results):

@@ -47,15 +47,17 @@ ANTI = {"o-1": 0.05, "o": 0.8, "o+1": 0.1}  # a sound UB table: the paper's rout
 
 def test_a_sound_route_table_still_gets_its_verdict(tmp_path):
     _routes(tmp_path / "circuit_routes_m_UB.csv", ANTI)
-    claim = _route_claim(tmp_path)
-    assert claim.verdict == "supports" and math.isclose(claim.estimate, 0.7, abs_tol=1e-9) and claim.n == 12
+    claim = _route_claim(tmp_path)  # a table of shares alone: the share decides, said in the row
+    assert claim.verdict == "supports" and claim.why == "largest share; no removal measured" and claim.n == 12
+    assert "minus the largest other's +0.70" in claim.note and "o 0.80" in claim.value
+    assert claims_matrix([claim])[0]["m"] == "yes (largest share; no removal measured)"  # the grid's number is a drop
 
 
 def test_a_share_of_100_is_no_verdict(tmp_path):
     _routes(tmp_path / "circuit_routes_m_UB.csv", {"o-1": 0.0, "o": 100.0, "o+1": 0.0})
     claim = _route_claim(tmp_path)  # was: supports, estimate 100
     assert claim.verdict == "cannot test" and "share" in claim.note and not math.isfinite(claim.estimate)
-    assert "100" not in claim.value and claims_matrix([claim])[0]["m"] == "-"  # no share shown
+    assert "100" not in claim.value and claims_matrix([claim])[0]["m"] == "- (shares beyond reach)"  # no share shown
 
 
 @pytest.mark.parametrize("gap", [1e-12, 0.0, MIN_ROUTE_GAP / 2])
@@ -65,7 +67,7 @@ def test_a_gap_too_small_to_share_is_no_verdict(tmp_path, gap):
     claim = _route_claim(tmp_path)  # was: supports 5.8e13 (gap 1e-12), NaN (gap 0)
     assert claim.verdict == "cannot test" and "gap" in claim.note and f"{MIN_ROUTE_GAP:g}" in claim.note
     assert not math.isfinite(claim.estimate)
-    assert claims_matrix([claim])[0]["m"] == "-"  # no number for a share that was never measured
+    assert claims_matrix([claim])[0]["m"] == "- (gap too small for a share)"  # no number for a share never measured
 
 
 def test_a_negative_gap_with_the_copy_correct_is_no_verdict(tmp_path):

@@ -114,7 +114,7 @@ SCRIPTS = sorted(p.stem for p in (ROOT / "analyses").glob("*.py"))
 # Scripts that load no named model (they read tables, run C-RASP programs, or build their own models)
 # take --out and --quiet only; the README's table says which.
 NO_MODEL = {"claims", "make_figures", "theory_table", "train_from_scratch", "train_models", "planted_sensitivity",
-            "circuit_sensitivity", "circuit_difference"}
+            "circuit_sensitivity", "circuit_difference", "scratch_family"}
 MODEL_OPTIONS = ("--model", "--device", "--dtype", "--device-map", "--adapter")
 
 

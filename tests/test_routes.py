@@ -11,10 +11,9 @@ import pytest
 import torch
 
 from interp.core.executor import SerialExecutor
-from interp.experiments.circuit_difference import circuit_value_heads
 from interp.experiments.circuit_routes import route_edges
 from interp.experiments.routes import (READ_KINDS, REMOVAL_ONLY, ROUTE_COUNTERFACTUALS, ROUTES, Removal, RouteCell,
-                                       RouteRead, RouteStudyConfig, answer_scores, circuit_heads, is_share_row,
+                                       RouteRead, RouteStudyConfig, answer_scores, is_share_row,
                                        layer_head_set, other_entries, read_entries, route_removals, route_rows,
                                        route_shares, route_study, route_summary, summary_lines, verdict)
 from interp.interventions.circuits.task import copying_task
@@ -201,15 +200,6 @@ def test_the_study_keeps_the_cells_order_whatever_order_they_finish_in(planted):
     assert rows == route_study(model, config, cells)
     assert [(r.length, r.head_set) for r in rows[:1] + rows[-1:]] == [(3, "all"), (4, "layers_1")]
     assert {r.model for r in rows} == {"uf"} and {r.kind for r in rows} == {"key"}
-
-
-def test_circuit_heads_of_each_kind():
-    rows = [{"pos": 3, "role": "s1", "reader": "a1.0.v", "writer": "embed"},
-            {"pos": 4, "role": "s2", "reader": "a2.1.k", "writer": "a0.0"},
-            {"pos": 9, "role": "c1", "reader": "a0.1.v", "writer": "embed"},   # at the copy: not a read of the string
-            {"pos": 2, "role": "s0", "reader": "a1.2.q", "writer": "embed"}]
-    assert circuit_heads(rows, "value", 3) == circuit_value_heads(rows, 3) == {1: [0, 1, 2]}
-    assert circuit_heads(rows, "key", 3) == {2: [3, 4, 5]}
 
 
 def test_counterfactual_names_are_checked():

@@ -12,8 +12,10 @@ CSV; a circuit's every edge, kept as CSV only, does not).
 The published figures (``figures/*.png``, and the attention page ``figures/*.html``) are served at
 ``figures/`` of the site, and every figure ``interp.figures.build_figures`` draws from ``results/`` is
 served there as an interactive page (``figures/<stem>.html``, plotly.js once beside them). Each results
-page holds one section per model: its figure first (the published PNG, else the interactive page), the
-run's settings (from the ``.json`` beside it), then the table, folded away when it is long.
+page holds one section per model: its figure first (the published PNG, else the interactive page), for a
+route table (``circuit_routes_*``) a sentence saying what it shows, generated from its validated rows and
+escaped like a cell (`interp.figures.routes.route_sentence`), the run's settings (from the ``.json`` beside
+it), then the table, folded away when it is long.
 ``results/index.md`` lists them. Nothing is written into ``docs/``: the pages exist only in the build.
 """
 
@@ -109,6 +111,27 @@ def table_section(source: Path) -> str:
     return table_block(columns, rows)
 
 
+def sentence_block(table: str, source: Path) -> str:
+    """What the table shows, in a sentence generated from its validated rows and escaped like a cell
+    (`interp.figures.routes.route_sentence` for route tables); ``""`` for other tables, or for a table the
+    reader refuses (its section says why)."""
+    if table != "circuit_routes":
+        return ""
+    try:
+        _, rows = validated_rows(source)
+    except (ValueError, OSError):
+        return ""
+    from interp.figures.routes import route_sentence
+
+    try:
+        text = route_sentence(rows)
+    except (ValueError, KeyError, TypeError, ArithmeticError) as err:
+        log.warning(f"results page: no sentence for {source.name}: {err}")
+        return ""
+    # the one attribute list is the page's own: markdown_cell escapes every brace of the text
+    return f"{markdown_cell(text)}\n{{: .interp-summary }}\n" if text else ""
+
+
 def table_page(table: str, sources: list[Path], interactive: dict[str, int] | None = None) -> str:
     """The page of ``table``: one section per published CSV in ``sources``, every table generated from
     its validated rows."""
@@ -117,6 +140,7 @@ def table_page(table: str, sources: list[Path], interactive: dict[str, int] | No
     for source in sorted(sources):
         _, model = table_and_model(source.stem)
         parts += [f"## {markdown_cell(model or table)}\n", figure_block(figure_stem(table, model), interactive),
+                  sentence_block(table, source),
                   f"`results/{source.name}` (also `.json`, `.md`)\n",
                   run_settings(source.with_suffix(".json")), table_section(source) + "\n"]
     return "\n".join(part for part in parts if part)

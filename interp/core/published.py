@@ -92,6 +92,8 @@ _METRIC = Column(lo=-1e4, hi=1e4, required=True)  # a logit difference: no model
 _OPTIONAL_METRIC = Column(lo=-1e4, hi=1e4)
 _LOGPROB = Column(lo=-1e4, hi=0)
 _GIT_TASKS = ("revert", "cherry-pick")
+# A claim's short reason, as the claims grid shows it: words, numbers and . , ; : ( ) + - only (no markup).
+WHY = re.compile(r"[A-Za-z0-9 .,;:()+-]+")
 SCHEMAS: dict[str, Schema] = {
     "directional_bias": Schema(_ACCURACY | {"template": Column("name"), "protocol": Column("name"),
                                             "n_shots": Column("int", lo=0, hi=MAX_COUNT), "note": Column("text")},
@@ -156,10 +158,13 @@ SCHEMAS: dict[str, Schema] = {
                       "value": Column("plain"), "estimate": Column(nan_allowed=True), "lo": Column(nan_allowed=True),
                       "hi": Column(nan_allowed=True), "n": Column("int", lo=0), "verdict": Column("choice", required=True,
                                                                                                   choices=VERDICTS),
-                      "source": Column("name"), "note": Column("plain")}, key=("claim", "model"), counts=()),
-    # one column per model: each cell a verdict mark and the number compared ("yes +0.80", "- +0.00", "-")
+                      "source": Column("name"), "note": Column("plain"), "why": Column("text", pattern=WHY)},
+                     key=("claim", "model"), counts=()),
+    # one column per model: each cell a verdict mark, the number compared and, for a hypothesis, why
+    # ("yes +0.80", "- +0.00", "-", "NO +0.12: carried by o-1 directly; o not needed", "- (UB at 0.00 clean)")
     "claims_matrix": Schema({"claim": Column("plain", required=True)}, key=("claim",), header=HEADER, counts=(),
-                            other_text=Column("text", pattern=re.compile(r"(?:yes|NO|\?|-)(?: [+-][0-9]+\.[0-9]{2})?"))),
+                            other_text=Column("text", pattern=re.compile(
+                                rf"(?:yes|NO|\?|-)(?: [+-][0-9]+\.[0-9]{{2}}(?:: {WHY.pattern})?| \({WHY.pattern}\))?"))),
 }
 # Every other kind (circuit tables, summaries): plain names and text, finite numbers (NaN marks a
 # statistic a row does not have), intervals in order, whole counts.

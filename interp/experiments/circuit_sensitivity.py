@@ -34,10 +34,10 @@ from interp.core.executor import Executor, SerialExecutor
 from interp.core.journal import RowJournal
 from interp.core.tables import as_mapping, row_from_mapping
 from interp.experiments.planted_sensitivity import SensitivityConfig, noisy_planted_model
-from interp.interventions.circuits.graph import CircuitGraph, circuit_graph
 from interp.interventions.circuits.known import planted_edges
-from interp.interventions.circuits.patching import GraphEdges
-from interp.interventions.circuits.scores import METHODS, edge_scores, exact_scores
+from interp.interventions.circuits.role_scores import exact_effects, residual_scores
+from interp.interventions.circuits.runner import CircuitRunner, circuit_runner
+from interp.interventions.circuits.scores import METHODS, edge_scores
 from interp.interventions.circuits.selection import roc_auc
 from interp.interventions.circuits.task import RETRIEVAL_TASKS, CircuitTask, copying_task, retrieval_task
 from interp.models.bridge import TransformerBridge
@@ -78,7 +78,6 @@ class CircuitSensitivityConfig:
     steps: int = 8  # EAP-IG integration steps
     batch_size: int = 8
     prompt_seed: int = 0
-    edges_per_pass: int = 64
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.models if m not in PLANTED_MODELS]
@@ -89,7 +88,7 @@ class CircuitSensitivityConfig:
         bad = [m for m in self.methods if m not in METHODS]
         if bad or not self.methods:
             raise ValueError(f"methods={self.methods}: expected some of {METHODS}")
-        for name in ("copy_length", "retrieval_length", "n", "steps", "batch_size", "edges_per_pass"):
+        for name in ("copy_length", "retrieval_length", "n", "steps", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
         if self.copy_length < 2 or self.retrieval_length < 3:
@@ -198,32 +197,38 @@ def planted_task(model: TransformerBridge, task: str, config: CircuitSensitivity
     return copying_task(model.tokenizer, task, config.copy_length, config.n, seed=config.prompt_seed)
 
 
-def component_scores(model: TransformerBridge, task: CircuitTask, method: str, config: CircuitSensitivityConfig,
-                     graph: CircuitGraph, components: GraphEdges) -> Float[Tensor, " edge"]:
-    """Each component-level edge's score: EAP / EAP-IG summed over positions, or the exact effect of
-    patching the edge at every position at once."""
+def component_scores(runner: CircuitRunner, method: str, config: CircuitSensitivityConfig) -> Float[Tensor, " edge"]:
+    """Each edge of ``runner``'s component-level graph (``grain="components"``): EAP / EAP-IG summed over
+    positions, or the exact effect of removing the edge at every position at once.
+
+    >>> from interp.models import load_model
+    >>> model = load_model("planted-ub", device="cpu")
+    >>> runner = circuit_runner(model, planted_task(model, "UB", CircuitSensitivityConfig(n=2)), grain="components")
+    >>> exact = component_scores(runner, "exact", CircuitSensitivityConfig())
+    >>> runner.graph.edge(int(exact.argmin())).label      # the first edge of the planted route: the token's value
+    'a0.0.v <- embed @ all'
+    """
+    if runner.graph.grain != "components":
+        raise ValueError(f"component_scores needs a runner of grain='components', not {runner.graph.grain!r}")
     if method == "exact":
-        return exact_scores(model, task, components, graph=graph, batch_size=config.batch_size,
-                            edges_per_pass=config.edges_per_pass)
-    per_position = edge_scores(model, task, method, steps=config.steps, batch_size=config.batch_size, graph=graph)
-    return per_position.sum(0)[components.reader, components.writer]
+        return exact_effects(runner, torch.arange(runner.graph.n_residual))
+    # positions after the graph's last scored one are cut from it: their first-order scores are zero
+    per_position = edge_scores(runner.model, runner.task, method, steps=config.steps, counterfactual=runner.counterfactual,
+                               batch_size=config.batch_size, graph=runner.graph.components)
+    return residual_scores(per_position, runner.graph)
 
 
 def _cell_rows(model: TransformerBridge, name: str, strength: float, seed: int,
                config: CircuitSensitivityConfig) -> list[CircuitSensitivityRow]:
-    graph = circuit_graph(model)
-    components = GraphEdges.components(graph.valid)
-    labels = [(graph.readers[r].label, graph.writers[w].label)
-              for r, w in zip(components.reader.tolist(), components.writer.tolist())]
     rows = []
     for task_name in planted_tasks(name):
         task = planted_task(model, task_name, config)
+        runner = circuit_runner(model, task, grain="components", batch_size=config.batch_size)
+        labels = [(edge.reader, edge.writer) for edge in runner.graph.edges()]
         planted = planted_edges(name, task_name)
-        with torch.no_grad():
-            logits = model(task.clean)
-        accuracy, metric = float(task.correct(logits).float().mean()), float(task.metric(logits).mean())
+        accuracy, metric = runner.clean_accuracy, runner.clean_metric
         for method in config.methods:
-            ranking = planted_ranking(component_scores(model, task, method, config, graph, components), labels, planted)
+            ranking = planted_ranking(component_scores(runner, method, config), labels, planted)
             rows.append(CircuitSensitivityRow(name, task_name, strength, seed, method, ranking.auc,
                                               ranking.auc_outside_qk, ranking.planted_on_top, ranking.weakest_planted,
                                               ranking.weakest_planted_edge, ranking.best_other, ranking.best_other_edge,

@@ -1,5 +1,6 @@
 """What the from-scratch family measures on each model: its route table and the paper's edge patching, both
-on the single-shot line the models were trained on (``<bos> s : c``), and the hook its circuit will use.
+on the single-shot line the models were trained on (``<bos> s : c``), and its circuit (greedy pruning verified
+exactly, `interp.interventions.circuits.find`).
 
 [`measure_routes`][interp.experiments.scratch_family_measure.measure_routes] is the one place the route
 instrument (`interp.experiments.routes`) is called: per route (``o-1``, ``o``, ``o+1``, and ``o-1+o``
@@ -30,6 +31,9 @@ class MeasureConfig:
     seed: int = 0
     batch_size: int = 16
     route_counterfactuals: tuple[str, ...] = ROUTE_COUNTERFACTUALS
+    circuit_length: int = 5
+    circuit_n: int = 16
+    circuit_method: str = "greedy"
 
     def __post_init__(self) -> None:
         check_counterfactuals(self.route_counterfactuals)
@@ -79,14 +83,30 @@ def measure_edges(model: TransformerBridge, name: str, task: str, config: Measur
 
 
 def family_circuit(model: TransformerBridge, name: str, task: str, config: MeasureConfig) -> list[dict]:
-    """HOOK for the circuit of a family model (none yet): return its rows (e.g. one per edge, with a
-    ``length`` column) and the study writes them, tagged with the model, to ``scratch_family_circuits``.
+    """The circuit of a family model at ``circuit_length``: one row per edge (its labels, loss when removed from
+    the circuit, first-order score) with the circuit's size, recovered share and accuracy; none where the model
+    does not do the task (`interp.interventions.circuits.runner.WeakTaskError`).
 
     >>> from interp.models import load_model
-    >>> family_circuit(load_model("planted-ub", device="cpu"), "planted-ub", "UB", MeasureConfig())
-    []
+    >>> rows = family_circuit(load_model("planted-ub", device="cpu"), "planted-ub", "UB", MeasureConfig(circuit_n=4))
+    >>> "a1.1 @ c reads o by value" in {r["edge"] for r in rows}, rows[0]["circuit_edges"] == len(rows)
+    (True, True)
     """
-    return []
+    from interp.interventions.circuits.find import find_circuit
+    from interp.interventions.circuits.runner import WeakTaskError
+
+    try:
+        circuit = find_circuit(model, task, length=config.circuit_length, n=config.circuit_n, prepend_bos=True,
+                               method=config.circuit_method, seed=config.seed, model_label=name,
+                               fractions=(0.0, 0.001, 0.01, 0.1, 1.0), steps=2)
+    except WeakTaskError:
+        return []
+    summary = {"length": config.circuit_length, "method": circuit.method, "circuit_edges": len(circuit),
+               "total_edges": circuit.total_edges, "recovered": circuit.recovered, "accuracy": circuit.accuracy,
+               "clean_accuracy": circuit.clean_accuracy, "n": circuit.n_prompts}
+    return [summary | {"rank": row["rank"], "edge": row["edge"], "kind": row["kind"], "reader": row["reader"],
+                       "writer": row["writer"], "role": row["role"], "key_role": row["key_role"], "loss": row["loss"],
+                       "score": row["score"]} for row in circuit.rows()]
 
 
 def measure_model(model: TransformerBridge, name: str, task: str, config: MeasureConfig) -> dict[str, list[dict]]:

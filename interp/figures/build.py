@@ -10,12 +10,15 @@ import plotly.graph_objects as go
 from interp.core.naming import result_files, slug, split_result_stem
 from interp.data.tasks import TASK_NAMES, get_task
 from interp.figures.ablation import ablation_figure
-from interp.figures.circuit_view import CircuitPanel, load_circuit_panels, save_circuit_view
+from interp.figures.circuit_figure import save_circuit_figure
+from interp.figures.circuit_files import PublishedCircuit, published_circuits
+from interp.figures.circuit_view import save_circuit_view
 from interp.figures.edges import edge_figures
 from interp.figures.accuracy import accuracy_length_figure
 from interp.figures.export import STATIC_FORMATS, StaticExporter, save_figure
 from interp.figures.heads import head_scores_figure, head_sweep_figure
 from interp.figures.realistic import realistic_figures
+from interp.figures.routes import route_figures  # the route tables (circuit_routes_*): one figure each
 from interp.figures.rows import BAD_TABLE_ERRORS, Rows, load_results, models_in, table_error
 from interp.figures.training import finetune_figure, finetune_summary_figure, from_scratch_figure
 
@@ -60,7 +63,7 @@ def build_figures(results_dir: str | Path, model: str | None = None,
     results_dir = Path(results_dir)
     figures: list[tuple[str, go.Figure]] = []
     errors: list[str] = []
-    for make in (_per_model_figures, _from_scratch_figures, _finetune_figures, realistic_figures):
+    for make in (_per_model_figures, _from_scratch_figures, _finetune_figures, realistic_figures, route_figures):
         made, failed = make(results_dir, model, log)
         figures += made
         errors += failed
@@ -143,42 +146,22 @@ def _finetune_figures(results_dir: Path, model: str | None, log) -> Built:
     return figures, errors
 
 
-def circuit_views(results_dir: str | Path, model: str | None = None,
-                  log=print) -> tuple[list[tuple[str, list[CircuitPanel]]], list[str]]:
-    """Every published circuit in ``results_dir`` (``model``'s only, when given) as ``(file stem, panels)``
-    for its interactive page, and the errors (bad files).
-
-    >>> views, errors = circuit_views("results", "planted-ub", log=lambda line: None)
-    >>> [stem for stem, _ in views], errors  # run from the repository's root
-    (['circuit_planted-ub_UB'], [])
-    """
-    paths = result_files(results_dir, "circuit")
-    if not paths:
-        log(f"note: skipping circuit views: no {results_dir}/circuit_<model>_<task>.csv (written by analyses/find_circuit.py)")
-    views, errors = [], []
-    for path in paths:
-        try:
-            panels = load_circuit_panels(path)
-        except BAD_TABLE_ERRORS as err:
-            errors.append(table_error(path, err))
-            continue
-        if model is None or panels[0].model == model:
-            views.append((path.stem, panels))
-    return views, errors
-
-
-def write_circuit_view(stem: str, panels: list[CircuitPanel], results_dir: str | Path, out_dir: str | Path,
-                       formats: Sequence[str] = ("html",), exporter=None) -> list[Path]:
-    """One circuit of [`circuit_views`][interp.figures.build.circuit_views] as ``out_dir/<stem>.<format>``: its own
-    page (inline SVG, no plotly.js) and any static format, naming the tables it was drawn from.
+def write_circuit_figures(published: PublishedCircuit, out_dir: str | Path, formats: Sequence[str] = ("html",),
+                          exporter=None) -> list[Path]:
+    """One published circuit (`interp.figures.circuit_files.published_circuits`) as ``out_dir/<stem>.<format>``: the
+    interactive view as HTML (inline SVG, no plotly.js), the static figure in each static format.
 
     >>> import tempfile
-    >>> (stem, panels), = circuit_views("results", "planted-ub", log=lambda line: None)[0]
-    >>> [p.name for p in write_circuit_view(stem, panels, "results", tempfile.mkdtemp())]  # run from the repository's root
-    ['circuit_planted-ub_UB.html']
+    >>> from interp.interventions.circuits.circuit import Circuit, CircuitEdge
+    >>> c = Circuit("m", "UF", "top-k", "roles", (CircuitEdge("residual", "logits", "a1.0", "c", score=2.0),), 0.9, 1.0,
+    ...             1.0, 2.0, 0.0, 4, 10)
+    >>> [p.name for p in write_circuit_figures(PublishedCircuit("circuit_m_UF_top-k", c, (), "c.json"), tempfile.mkdtemp())]
+    ['circuit_m_UF_top-k.html']
     """
-    return save_circuit_view(panels, Path(out_dir) / stem, formats, exporter=exporter,
-                             source=f"{Path(results_dir).name}/{stem}.csv and the circuit_* tables beside it")
+    stem = Path(out_dir) / published.stem
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    written = [save_circuit_view(published, stem)] if "html" in formats else []
+    return written + save_circuit_figure(published.circuit, stem, [f for f in formats if f in STATIC_FORMATS], exporter)
 
 
 def make_figures(results_dir: str | Path = "results", out_dir: str | Path = "figures",
@@ -195,7 +178,7 @@ def make_figures(results_dir: str | Path = "results", out_dir: str | Path = "fig
         ['.html']
     """
     figures, errors = build_figures(results_dir, model, log)
-    circuits, circuit_errors = circuit_views(results_dir, model, log)
+    circuits, circuit_errors = published_circuits(results_dir, model, log)
     errors += circuit_errors
     out_dir = Path(out_dir)
     written: list[Path] = []
@@ -210,8 +193,8 @@ def make_figures(results_dir: str | Path = "results", out_dir: str | Path = "fig
             paths = save_figure(fig, out_dir / stem, formats, exporter=exporter, inline_js=inline_js)
             log(f"wrote {', '.join(str(p) for p in paths)}")
             written += paths
-        for stem, panels in circuits:
-            paths = write_circuit_view(stem, panels, results_dir, out_dir, formats, exporter=exporter)
+        for published in circuits:
+            paths = write_circuit_figures(published, out_dir, formats, exporter=exporter)
             log(f"wrote {', '.join(str(p) for p in paths)}")
             written += paths
     finally:

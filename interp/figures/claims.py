@@ -3,8 +3,8 @@
 Each claim is a comparison the paper makes; for each model whose tables hold the numbers, the
 row gives the number, its 95% interval, the sample size, and a verdict:
 
-* ``supports`` / ``contradicts``: the interval excludes the other side; for "ablation breaks" and
-  "edges carry" claims, a drop whose interval stays under 0.1 (``NEGLIGIBLE_DROP``) contradicts;
+* ``supports`` / ``contradicts``: the interval excludes the other side; for "ablation breaks" claims,
+  a drop whose interval stays under 0.1 (``NEGLIGIBLE_DROP``) contradicts;
 * ``inconclusive``: it does not;
 * ``cannot test``: the comparison is empty on this model (e.g. UB at 0.00 before any ablation:
   an ablation cannot lower it), said with the reason.
@@ -12,38 +12,32 @@ row gives the number, its 95% interval, the sample size, and a verdict:
 Proportions carry Wilson intervals; differences of proportions Newcombe's hybrid score interval
 (method 10). Head-score claims compare the best head's score with fixed levels (strong >= 0.5,
 weak < 0.2; both are mean attention to one position, so 1.0 is a head that always attends there).
-Route claims (``circuit_routes`` tables) compare the share of the metric gap carried by the paper's
-route (value reads from ``o + 1`` for UF, from ``o`` for UB) with the largest other route's, the
-difference bootstrapped over prompts. A share needs a gap to share: a verdict needs at least
-``MIN_ROUTE_PROMPTS`` (8) prompts, a mean gap (clean - counterfactual metric) of at least
-``MIN_ROUTE_GAP`` (0.5 logits), and every route's share within ``MAX_ROUTE_SHARE`` (2) of zero;
-otherwise the claim cannot be tested on that table, and no share is shown.
+The paper's two edge hypotheses (UF copies through induction, the reads at ``o + 1``; UB through
+anti-induction, the reads at ``o``) get one row each per model, decided from every instrument that measured
+them -- the paper's edge patching, route necessity, route share and the circuit's role edges -- by the rule
+of `interp.figures.hypotheses` (docs/findings.md, "How a hypothesis is decided"); the row's ``why`` says which
+way the instruments point and, where they disagree, why. A share needs a gap to share: at least
+``MIN_ROUTE_PROMPTS`` (8) prompts, a mean gap of at least ``MIN_ROUTE_GAP`` (0.5 logits) and every route's
+share within ``MAX_ROUTE_SHARE`` (2) of zero, else no share is shown or used.
 Nothing here runs a model: re-running an analysis and then ``analyses/claims.py`` refreshes it
 (the table, grid and figure: `interp.figures.claims_figure`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from interp.core.naming import model_label, result_files, split_result_stem
 from interp.core.published import read_published
-from interp.core.stats import MIN_GAP, difference_interval
+from interp.core.stats import difference_interval
+from interp.figures.hypothesis_evidence import MAX_ROUTE_SHARE, MIN_ROUTE_GAP, MIN_ROUTE_PROMPTS  # noqa: F401 (their rule)
 
 STRONG, WEAK = 0.5, 0.2
 FLOOR = 0.2  # below this baseline accuracy an ablation or edge removal has nothing to break
 # A drop whose 95% interval stays under this is too small for the intervened part to "carry" the task.
 NEGLIGIBLE_DROP = 0.1
-# A route's share is a ratio over the metric gap: below 0.5 logits of mean gap (the counterfactual barely
-# moves the answer) the ratio is noise, and a bootstrap over fewer than 8 prompts has no spread to speak of.
-MIN_ROUTE_GAP = MIN_GAP  # interp.core.stats: shares of a smaller gap are noise
-MIN_ROUTE_PROMPTS = 8
-# Patching one route's reads moves the metric by a share of the whole clean-to-counterfactual gap; one that
-# moves it more than twice that gap (either way) is not carrying a share of it.
-MAX_ROUTE_SHARE = 2.0
 Rows = list[dict]
 
 
@@ -61,6 +55,7 @@ class Claim:
     verdict: str  # supports | contradicts | inconclusive | cannot test
     source: str  # the results file it was read from
     note: str = ""
+    why: str = ""  # the grid cell's short reason (the hypothesis rows: which way the instruments point, and why)
 
     def as_row(self) -> dict:
         return asdict(self)
@@ -152,16 +147,6 @@ def _ablation_claims(model: str, rows: Rows, source: str) -> list[Claim]:
     return [c for c in found if c]
 
 
-def _edge_claims(model: str, rows: Rows, source: str) -> list[Claim]:
-    def pick(condition: str, task: str) -> Rows:
-        return [{"accuracy": r["accuracy"], "n_examples": r.get("n_examples") or r.get("n")} for r in rows
-                if r.get("condition") == condition and r.get("task") == task]
-
-    found = [_drop_claim("induction edges carry UF", model, pick("none", "UF"), pick("induction", "UF"), [], source, "UF"),
-             _drop_claim("anti-induction edges carry UB", model, pick("none", "UB"), pick("anti_induction", "UB"), [], source, "UB")]
-    return [c for c in found if c]
-
-
 def _scratch_claims(model: str, rows: Rows, source: str) -> list[Claim]:
     """Expressible tasks keep their accuracy beyond the training lengths; inexpressible ones lose it."""
     ood = [r for r in rows if r.get("split") == "ood"]
@@ -225,103 +210,36 @@ def _realistic_claims(model: str, rows: Rows, source: str) -> list[Claim]:
     return claims
 
 
-ROUTE_CLAIMS = {"UF": "UF's circuit runs through the induction route (value reads from o+1)",
-                "UB": "UB's circuit runs through the anti-induction route (value reads from o)"}
-
-
-def _route_units(rows: Rows, source: str) -> dict[tuple[int, int], Rows]:
-    """The rows of each (length, prompt): every route once, one clean and one counterfactual run."""
-    from interp.experiments.circuit_routes import ROUTES
-
-    units: dict[tuple[int, int], Rows] = {}
-    for r in rows:
-        units.setdefault((int(r["length"]), int(r["prompt"])), []).append(r)
-    for (length, prompt), mine in units.items():
-        where = f"results file {source}: prompt {prompt} of length {length} ({mine[0]['head_set']} heads)"
-        if sorted(str(r["route"]) for r in mine) != sorted(ROUTES):
-            raise ValueError(f"{where} has routes {', '.join(str(r['route']) for r in mine)}; expected each of "
-                             f"{', '.join(ROUTES)} once")
-        for column in ("clean_metric", "counterfactual_metric", "correct"):
-            if len({r[column] for r in mine}) > 1:
-                raise ValueError(f"{where}: {column} differs between its routes ({', '.join(str(r[column]) for r in mine)}); "
-                                 "expected one value per prompt (one clean and one counterfactual run)")
-    return units
-
-
-def _route_gap_problem(n: int, mean_gap: float) -> str | None:
-    """Why a gap of ``mean_gap`` over ``n`` prompts carries no share, or None."""
-    if n < MIN_ROUTE_PROMPTS:
-        return f"{n} prompt(s); a verdict needs at least {MIN_ROUTE_PROMPTS}"
-    if not mean_gap >= MIN_ROUTE_GAP:
-        return (f"mean gap (clean - counterfactual metric) {mean_gap:.3g} logits; a share of it needs at least "
-                f"{MIN_ROUTE_GAP:g}")
-    return None
-
-
-def _route_claims(model: str, rows: Rows, source: str) -> list[Claim]:
-    """A copy runs through the paper's route when that route's value reads carry more of the metric gap
-    than either other route's (`interp.experiments.circuit_routes.route_preference`: the share
-    difference, its bootstrap interval over prompts); the circuit's heads where the table has them.
-    Too few prompts, too small a gap or a share beyond any route's reach give no verdict and no share.
-
-    >>> rows = [{"task": "UB", "length": 5, "head_set": "all", "prompt": i, "route": r, "clean_metric": 2.0,
-    ...          "counterfactual_metric": -2.0, "correct": True,
-    ...          "patched_metric": {"o": -1.5, "o-1": 2.0, "o+1": 1.5 + 0.1 * (i % 2)}[r]} for i in range(8)
-    ...         for r in ("o-1", "o", "o+1")]
-    >>> c = _route_claims("m", rows, "circuit_routes_m_UB.csv")[0]
-    >>> c.verdict, round(c.estimate, 2), c.n
-    ('supports', 0.76, 8)
-    >>> c = _route_claims("m", [{**r, "counterfactual_metric": 2.0} for r in rows], "circuit_routes_m_UB.csv")[0]
-    >>> c.verdict, c.note
-    ('cannot test', 'mean gap (clean - counterfactual metric) 0 logits; a share of it needs at least 0.5')
-    """
-    from interp.experiments.circuit_routes import EXPECTED_ROUTE, route_preference, route_shares
-    from interp.experiments.routes import is_share_row
-
-    claims = []
-    for task in sorted({str(r["task"]) for r in rows} & set(ROUTE_CLAIMS)):
-        # the share rows: each route's value reads alone, patched to the corrupt prompt's
-        mine = [r for r in rows if r["task"] == task and is_share_row(r)]
-        head_set = "circuit" if any(r["head_set"] == "circuit" for r in mine) else "all"
-        units = _route_units([r for r in mine if r["head_set"] == head_set], source)
-        # prompts of every length pooled: one resampling unit per (length, prompt)
-        mine = [{**r, "prompt": length * 1_000_000 + prompt} for (length, prompt), unit in units.items() for r in unit]
-        expected = EXPECTED_ROUTE[task]
-        gaps = [float(unit[0]["clean_metric"]) - float(unit[0]["counterfactual_metric"]) for unit in units.values()]
-        accuracy = sum(bool(unit[0]["correct"]) for unit in units.values()) / len(units)
-        lengths = ",".join(str(x) for x in sorted({length for length, _ in units}))
-        context = f"{head_set} heads; {task} {accuracy:.2f} clean, lengths {lengths}"
-        nan = math.nan  # no share is shown where none could be measured
-        gap_value = f"mean gap {sum(gaps) / len(gaps):.3g} logits over {len(units)} prompt(s) ({context})"
-        if problem := _route_gap_problem(len(units), sum(gaps) / len(gaps)):
-            claims.append(Claim(ROUTE_CLAIMS[task], model, gap_value, nan, nan, nan, len(units), "cannot test", source,
-                                problem))
-            continue
-        preference, shares = route_preference(mine, expected), route_shares(mine)
-        value = ("share of the gap " + ", ".join(f"{s.route} {s.share:.2f} [{s.lo:.2f}, {s.hi:.2f}]" for s in shares.values())
-                 + f" ({context})")
-        wild = [s for s in shares.values() if not abs(s.share) <= MAX_ROUTE_SHARE]
-        if wild or not all(math.isfinite(x) for x in (preference.share, preference.lo, preference.hi)):
-            shown = wild[0] if wild else preference
-            claims.append(Claim(ROUTE_CLAIMS[task], model, gap_value, nan, nan, nan, preference.n, "cannot test", source,
-                                f"route {shown.route}'s share {shown.share:.3g} lies beyond +-{MAX_ROUTE_SHARE:g}: the patch "
-                                "moves the metric further than the whole gap it would be a share of"))
-            continue
-        if accuracy < FLOOR:
-            claims.append(Claim(ROUTE_CLAIMS[task], model, value, preference.share, preference.lo, preference.hi,
-                                preference.n, "cannot test", source, f"{task} at {accuracy:.2f}: no copy to route"))
-            continue
-        claims.append(Claim(ROUTE_CLAIMS[task], model, value, preference.share, preference.lo, preference.hi, preference.n,
-                            _verdict(preference.lo, preference.hi), source,
-                            f"estimate: {expected}'s share minus the largest other; bootstrap over prompts"))
-    return claims
-
-
 READERS: dict[str, Callable[[str, Rows, str], list[Claim]]] = {
     "directional_bias": _directional_claims, "head_scores": _head_score_claims, "ablation": _ablation_claims,
-    "edge_patching": _edge_claims, "from_scratch": _scratch_claims,
-    "git_history": _realistic_claims, "lorem_ipsum_summary": _realistic_claims, "circuit_routes": _route_claims,
+    "from_scratch": _scratch_claims, "git_history": _realistic_claims, "lorem_ipsum_summary": _realistic_claims,
 }
+HYPOTHESES_AFTER = "ablation"  # the hypothesis rows follow the ablation rows in the table
+
+
+def hypothesis_claims(results_dir: str | Path) -> list[Claim]:
+    """One row per model and edge hypothesis (UF through induction, UB through anti-induction), decided from the
+    paper's edge patching, route necessity, route share and the circuit's role edges together
+    (`interp.figures.hypotheses`; absent tables leave their instrument unused, said in the row).
+
+    >>> rows = [{"task": "UB", "length": 5, "condition": c, "accuracy": a, "n_examples": 32, "model": "m"}
+    ...         for c, a in (("none", 1.0), ("anti_induction", 0.0))]
+    >>> import tempfile
+    >>> from interp.core.tables import write_table
+    >>> folder = tempfile.mkdtemp()
+    >>> _ = write_table(rows, Path(folder) / "edge_patching_m")
+    >>> [(c.claim, c.verdict, c.why) for c in hypothesis_claims(folder)]
+    [("UB's copy runs through anti-induction (reads at o)", 'supports', 'needed')]
+    """
+    from interp.figures.hypotheses import decide
+    from interp.figures.hypothesis_evidence import gather
+
+    claims = []
+    for evidence in gather(results_dir):
+        d = decide(evidence)
+        claims.append(Claim(evidence.hypothesis.claim, evidence.model, d.value, d.estimate, d.lo, d.hi, d.n, d.verdict,
+                            d.source, d.note, d.why))
+    return claims
 
 
 def heads_chosen_by(rows: Sequence[Mapping]) -> str:
@@ -360,4 +278,6 @@ def claim_rows(results_dir: str | Path) -> list[Claim]:
             if chosen:  # another choice of heads (ablate_heads.py --anti-heads-by): its own claim rows
                 found = [replace(c, claim=f"{c.claim} (heads by {chosen})") for c in found]
             claims += found
+        if kind == HYPOTHESES_AFTER:
+            claims += hypothesis_claims(results_dir)
     return claims

@@ -77,23 +77,24 @@ class StaticExporter:
     def _run(self, coroutine):
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
-    def render(self, fig: go.Figure, fmt: str) -> bytes:
-        """The figure as ``fmt`` bytes, at the figure's own width and height."""
+    def render(self, fig: go.Figure, fmt: str, png_scale: float | None = None) -> bytes:
+        """The figure as ``fmt`` bytes, at the figure's own width and height (a PNG ``png_scale`` times that,
+        the exporter's own scale when None)."""
         if fmt not in STATIC_FORMATS:
             raise ValueError(f"format {fmt!r}; expected one of {STATIC_FORMATS}")
         if self._kaleido is None:
             with self:
-                return self.render(fig, fmt)
+                return self.render(fig, fmt, png_scale)
         opts = dict(format=fmt, width=fig.layout.width or 800, height=fig.layout.height or 500,
-                    scale=self.png_scale if fmt == "png" else 1)
+                    scale=(self.png_scale if png_scale is None else png_scale) if fmt == "png" else 1)
         data = self._run(self._kaleido.calc_fig(fig, opts=opts))
         if not data:
             raise RuntimeError(f"kaleido returned an empty {fmt} image")
         return data
 
-    def export(self, fig: go.Figure, path: str | Path, fmt: str | None = None) -> Path:
+    def export(self, fig: go.Figure, path: str | Path, fmt: str | None = None, png_scale: float | None = None) -> Path:
         path = Path(path)
-        return atomic_write_bytes(path, self.render(fig, fmt or path.suffix.lstrip(".")))
+        return atomic_write_bytes(path, self.render(fig, fmt or path.suffix.lstrip("."), png_scale))
 
 
 PLOTLY_JS = "plotly.min.js"

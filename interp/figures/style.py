@@ -9,6 +9,8 @@ import textwrap
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from interp.core.naming import model_label
+
 OKABE_ITO = {
     "black": "#000000", "orange": "#E69F00", "sky_blue": "#56B4E9", "green": "#009E73",
     "yellow": "#F0E442", "blue": "#0072B2", "vermillion": "#D55E00", "purple": "#CC79A7", "grey": "#999999",
@@ -61,3 +63,14 @@ def style(fig: go.Figure, title: str, width: int, height: int, note: str | None 
         fig.add_annotation(text=note, xref="paper", yref="paper", x=0, y=0, xanchor="left", yanchor="top",
                            yshift=-62, showarrow=False, align="left", font=dict(size=12, color="#555555"))
     return fig
+
+
+def model_title(name: str) -> str:
+    """A model as a figure's title names it: a model loaded from a folder (or a hub repository) by its own name,
+    not the full path.
+
+    >>> model_title("/home/me/runs/ckpt-500/"), model_title("smollm2-135m+ub")
+    ('ckpt-500', 'smollm2-135m+ub')
+    """
+    text = str(name)
+    return model_label(text) if "/" in text else text

@@ -49,7 +49,8 @@ from interp.experiments.routes.measure import METRIC_NAMES, AnswerScores, RouteR
 from interp.experiments.routes.reads import (EXPECTED_ROUTE, JOINT_ROUTES, READ_KINDS, ROUTES, TESTS, Entries, Removal,
                                              RouteRead, copy_reads, other_entries, read_entries, removal_entries,
                                              route_removals)
-from interp.experiments.routes.removal import REMOVAL_ONLY, ROUTE_COUNTERFACTUALS, check_counterfactuals, heads_label
+from interp.experiments.routes.removal import (REMOVAL_ONLY, ROUTE_COUNTERFACTUALS, check_counterfactuals, heads_label,
+                                              removal_only)
 from interp.experiments.routes.shares import (RouteEffect, RouteShare, is_share_row, route_effects, route_preference,
                                               route_shares)
 from interp.experiments.routes.study import (ALL_HEADS, HeadSet, RouteCell, RouteStudyConfig, circuit_head_set,
@@ -58,7 +59,7 @@ from interp.experiments.routes.summary import (FLOOR, MIN_GAP, RouteSummary, rou
                                                verdict)
 
 __all__ = [
-    "ALL_HEADS", "EXPECTED_ROUTE", "FLOOR", "JOINT_ROUTES", "METRIC_NAMES", "MIN_GAP", "READ_KINDS", "REMOVAL_ONLY",
+    "ALL_HEADS", "EXPECTED_ROUTE", "FLOOR", "JOINT_ROUTES", "METRIC_NAMES", "MIN_GAP", "READ_KINDS", "REMOVAL_ONLY", "removal_only",
     "ROUTE_COUNTERFACTUALS", "ROUTES", "TESTS", "AnswerScores", "Entries", "HeadSet", "Removal", "RouteCell",
     "RouteEffect", "RouteRead", "RouteRow", "RouteShare", "RouteStudyConfig", "RouteSummary", "answer_scores",
     "check_counterfactuals", "circuit_head_set", "circuit_heads", "copy_reads", "heads_label", "is_share_row",

@@ -7,12 +7,14 @@ Counterfactuals (`ROUTE_COUNTERFACTUALS`), each the key or value the read sees i
   heads wrote (at ``o``: the previous token, the anti-induction route's cargo; at ``o + 1``: the
   induction head's key), and leaves a read's token;
 * ``mean`` -- the mean over the counterfactual prompts at that position (same layout, other letters);
-* ``zero`` -- zero (a value read then adds nothing; a key read scores 0 and the softmax renormalises);
+* ``zero`` -- zero (a value read then adds nothing; a key read scores 0, which can pull attention toward
+  the entry where the other scores are negative: a zero key is not a removal);
 * ``corrupt`` -- the counterfactual prompt's, the circuit study's patch. It brings the corrupt prompt's
   token in: a model that follows it copies a competitor, which only a metric that sees every other
   token (``margin``, ``logprob``, exact copies) notices.
 
-The first three only take information away (`REMOVAL_ONLY`).
+The previous-token cut and the mean only take information away, and zero does for values
+(`removal_only`, `REMOVAL_ONLY`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ from interp.models.bridge import TransformerBridge
 
 ROUTE_COUNTERFACTUALS: tuple[str, ...] = ("previous_token_cut", "mean", "zero", "corrupt")
 REMOVAL_ONLY: tuple[str, ...] = ("previous_token_cut", "mean", "zero")
+
+
+def removal_only(counterfactual: str, kind: str) -> bool:
+    """Whether ``counterfactual`` takes a ``kind`` read's information away without bringing any in.
+
+    >>> removal_only("zero", "value"), removal_only("zero", "key"), removal_only("corrupt", "value")
+    (True, False, False)
+    """
+    return counterfactual in REMOVAL_ONLY and not (counterfactual == "zero" and kind == "key")
 Heads = Mapping[int, Sequence[int]]  # layer -> query heads
 
 

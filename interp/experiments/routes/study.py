@@ -1,5 +1,5 @@
 """The route study: its cells (a copy length and a set of heads), where they run, and the heads a
-published circuit names.
+published circuit names (`route_circuits` picks the circuit of each length; `circuit_head_set` reads its heads).
 
 A cell builds its prompts from the model's tokenizer and measures every removal of `route_removals`
 under every counterfactual asked for (`measure.route_rows`). Cells run on an
@@ -10,16 +10,17 @@ config, so every executor gives the same rows.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
 
 from interp.core.executor import NO_MODEL, Executor, ModelSource, SerialExecutor
-from interp.experiments.circuit_difference import position_group, reader_kind
+from interp.core.naming import model_label
 from interp.experiments.routes.measure import RouteRow, route_rows
 from interp.experiments.routes.reads import READ_KINDS, route_removals
 from interp.experiments.routes.removal import ROUTE_COUNTERFACTUALS, Heads, check_counterfactuals
+from interp.interventions.circuits.circuit import Circuit
 from interp.interventions.circuits.task import copying_task
 from interp.interventions.edges.data import check_format, check_length, check_task
 from interp.models.bridge import TransformerBridge
@@ -129,35 +130,79 @@ def route_study(model: TransformerBridge | None, config: RouteStudyConfig, cells
     return [row for index in range(len(cells)) for row in by_cell[index]]
 
 
-def circuit_heads(rows: Sequence[Mapping], kind: str, heads_per_kv: int = 1) -> Heads:
-    """Layer -> query heads whose ``kind`` input (key or value) has an edge of the circuit ``rows`` at a
-    position of the copied string: the heads through which the circuit reads the string from a copy position.
+def circuit_heads(circuit: Circuit, kind: str, heads_per_kv: int = 1) -> Heads:
+    """Layer -> query heads the circuit reads through by ``kind`` (key or value): the heads of its ``kind``
+    attention reads, and every query head of a key/value group whose ``kind`` input has a circuit edge (``a18.2.v``
+    with 3 query heads per key/value head: heads 18.6, 18.7, 18.8).
 
-    >>> rows = [{"pos": 3, "role": "s1", "reader": "a1.0.v", "writer": "embed"},
-    ...         {"pos": 4, "role": "s2", "reader": "a1.1.k", "writer": "a0.0"},
-    ...         {"pos": 9, "role": "c1", "reader": "a0.1.v", "writer": "embed"}]
-    >>> circuit_heads(rows, "value", heads_per_kv=2), circuit_heads(rows, "key")
-    ({1: [0, 1]}, {1: [1]})
+    >>> from interp.interventions.circuits.circuit import CircuitEdge
+    >>> edges = (CircuitEdge("value", "a1.1", "a1.0.v", "c", "o"), CircuitEdge("residual", "a2.1.k", "a0.0", "s"),
+    ...          CircuitEdge("residual", "a1.2.q", "embed", "c"), CircuitEdge("residual", "logits", "a1.1", "c"))
+    >>> c = Circuit("m", "UB", "masks", "roles", edges, 1.0, 1.0, 1.0, 2.0, 0.0, 4, 100)
+    >>> circuit_heads(c, "value", heads_per_kv=2), circuit_heads(c, "key", heads_per_kv=2)
+    ({1: [1]}, {2: [2, 3]})
     """
     channel = {"value": "v", "key": "k"}[kind]
     heads: dict[int, set[int]] = {}
-    for r in rows:
-        found = re.fullmatch(r"a(\d+)\.(\d+)\.([kv])", str(r["reader"]))
-        if found and reader_kind(str(r["reader"])) == channel and position_group(str(r["role"])) == "string":
-            layer, kv_head = int(found[1]), int(found[2])
-            heads.setdefault(layer, set()).update(kv_head * heads_per_kv + h for h in range(heads_per_kv))
+    for edge in circuit.edges:
+        if edge.kind == kind and (found := re.fullmatch(r"a(\d+)\.(\d+)", edge.reader)):
+            heads.setdefault(int(found[1]), set()).add(int(found[2]))
+        elif edge.kind == "residual" and (found := re.fullmatch(rf"a(\d+)\.(\d+)\.{channel}", edge.reader)):
+            group = int(found[2])
+            heads.setdefault(int(found[1]), set()).update(group * heads_per_kv + h for h in range(heads_per_kv))
     return {layer: sorted(hs) for layer, hs in sorted(heads.items())}
 
 
-def circuit_head_set(rows: Sequence[Mapping], kinds: Sequence[str] = READ_KINDS, heads_per_kv: int = 1) -> HeadSet | None:
-    """The head set ``circuit`` of a circuit table's rows (one length): per kind, the heads of
-    `circuit_heads`; None when the circuit reads the string through none of ``kinds``.
+def circuit_head_set(circuit: Circuit, kinds: Sequence[str] = READ_KINDS, heads_per_kv: int = 1) -> HeadSet | None:
+    """The head set ``circuit`` of a circuit: per kind, the heads of `circuit_heads`; None when the circuit reads
+    through none of ``kinds``.
 
-    >>> circuit_head_set([{"pos": 3, "role": "s1", "reader": "a1.0.v", "writer": "embed"}]).heads
-    {'value': {1: [0]}}
+    >>> from interp.interventions.circuits.circuit import CircuitEdge
+    >>> c = Circuit("m", "UB", "masks", "roles", (CircuitEdge("value", "a1.0", "a1.0.v", "c", "o"),), 1.0, 1.0, 1.0, 2.0,
+    ...             0.0, 4, 100)
+    >>> circuit_head_set(c).heads, circuit_head_set(c, ("key",))
+    ({'value': {1: [0]}}, None)
     """
-    heads = {kind: found for kind in kinds if (found := circuit_heads(rows, kind, heads_per_kv))}
+    heads = {kind: found for kind in kinds if (found := circuit_heads(circuit, kind, heads_per_kv))}
     return HeadSet("circuit", heads) if heads else None
+
+
+ROUTE_METHODS = ("masks", "greedy", "top-k")  # whose circuit a length's head set takes, when several are published
+
+
+def route_circuits(circuits: Iterable[Circuit], model: str, task: str, fmt: str, lengths: Sequence[int], n_layers: int,
+                   n_heads: int, heads_per_kv: int = 1) -> dict[int, Circuit]:
+    """For each of ``lengths``, the circuit of ``model`` on ``task`` in prompt format ``fmt`` (corrupt
+    counterfactual) among ``circuits``, the first method of `ROUTE_METHODS` where several are; a circuit naming a
+    head the model (``n_layers`` x ``n_heads``, ``heads_per_kv`` query heads per key/value head) does not have is
+    refused.
+
+    >>> from interp.interventions.circuits.circuit import CircuitEdge
+    >>> def found(method, length):
+    ...     return Circuit("m", "UB", method, "roles", (CircuitEdge("value", "a1.0", "a1.0.v", "c", "o"),), 1.0, 1.0, 1.0,
+    ...                    2.0, 0.0, 4, 100, config={"length": length, "prompt_format": "single-shot"})
+    >>> {n: c.method for n, c in route_circuits([found("top-k", 4), found("masks", 4), found("masks", 5)], "m", "UB",
+    ...                                          "single-shot", [4], 2, 4).items()}
+    {4: 'masks'}
+    """
+    chosen: dict[int, Circuit] = {}
+    rank = {method: i for i, method in enumerate(ROUTE_METHODS)}
+    for circuit in circuits:
+        config = circuit.config
+        if (model_label(str(circuit.model)) != model_label(model) or circuit.task != task
+                or config.get("prompt_format", "single-shot") != fmt or config.get("counterfactual", "corrupt") != "corrupt"
+                or config.get("length") not in lengths):
+            continue
+        length = config["length"]
+        if length not in chosen or rank.get(circuit.method, len(rank)) < rank.get(chosen[length].method, len(rank)):
+            chosen[length] = circuit
+    for length, circuit in chosen.items():
+        for kind in READ_KINDS:
+            for layer, heads in circuit_heads(circuit, kind, heads_per_kv).items():
+                if layer >= n_layers or max(heads) >= n_heads:
+                    raise ValueError(f"the {circuit.method} circuit of {circuit.model} {task} at length {length} reads through "
+                                     f"head {layer}.{max(heads)}; the model has layers 0-{n_layers - 1}, heads 0-{n_heads - 1}")
+    return dict(sorted(chosen.items()))
 
 
 def layer_head_set(layers: Sequence[int], n_heads: int) -> HeadSet:
@@ -171,13 +216,15 @@ def layer_head_set(layers: Sequence[int], n_heads: int) -> HeadSet:
     return HeadSet("layers_" + "_".join(str(layer) for layer in sorted(layers)), {kind: heads for kind in READ_KINDS})
 
 
-def route_cells(lengths: Sequence[int], circuit: Sequence[Mapping] = (), kinds: Sequence[str] = READ_KINDS,
+def route_cells(lengths: Sequence[int], circuits: Mapping[int, Circuit] | None = None, kinds: Sequence[str] = READ_KINDS,
                 heads_per_kv: int = 1, layers: Sequence[int] | None = None, n_heads: int = 0) -> list[RouteCell]:
-    """The cells of a study, per length: every head; every head of ``layers`` (given ``n_heads``); the
-    heads of a circuit table's rows of that length (corrupt counterfactual), where it has any.
+    """The cells of a study, per length: every head; every head of ``layers`` (given ``n_heads``); the heads of
+    that length's circuit (``circuits``: length -> `Circuit`, as `route_circuits` picks them), where it has any.
 
-    >>> circuit = [{"length": 4, "pos": 3, "role": "s1", "reader": "a1.0.v", "writer": "embed"}]
-    >>> [(c.length, c.head_set.name) for c in route_cells([3, 4], circuit, layers=[0], n_heads=2)]
+    >>> from interp.interventions.circuits.circuit import CircuitEdge
+    >>> c = Circuit("m", "UB", "masks", "roles", (CircuitEdge("value", "a1.0", "a1.0.v", "c", "o"),), 1.0, 1.0, 1.0, 2.0,
+    ...             0.0, 4, 100)
+    >>> [(c.length, c.head_set.name) for c in route_cells([3, 4], {4: c}, layers=[0], n_heads=2)]
     [(3, 'all'), (3, 'layers_0'), (4, 'all'), (4, 'layers_0'), (4, 'circuit')]
     """
     cells = []
@@ -185,7 +232,7 @@ def route_cells(lengths: Sequence[int], circuit: Sequence[Mapping] = (), kinds: 
         cells.append(RouteCell(length, ALL_HEADS))
         if layers is not None:
             cells.append(RouteCell(length, layer_head_set(layers, n_heads)))
-        mine = [r for r in circuit if int(r["length"]) == length and r.get("counterfactual", "corrupt") == "corrupt"]
-        if found := circuit_head_set(mine, kinds, heads_per_kv):
+        circuit = (circuits or {}).get(length)
+        if circuit is not None and (found := circuit_head_set(circuit, kinds, heads_per_kv)):
             cells.append(RouteCell(length, found))
     return cells

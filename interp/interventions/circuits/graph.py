@@ -11,6 +11,10 @@ reads its key and value readers at every ``s <= t``.
 
 The layout follows TransformerLens' ``attribution_patching`` graph (the same hooks and the same
 edges, plus the position embedding as a writer and key/value readers per key/value head).
+
+Models that normalise each block's output before adding it to the residual (Gemma 2 and 3: post-attention
+and post-MLP norms) add ``norm(sum of heads)``, not each head's output: the writer is then the whole
+attention layer (``attn5``, ``hook_attn_out``, after its norm), and heads stay apart only as readers.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from torch import Tensor
 
 from interp.models.bridge import TransformerBridge
 
-WRITER_KINDS: tuple[str, ...] = ("embed", "pos_embed", "head", "mlp")
+WRITER_KINDS: tuple[str, ...] = ("embed", "pos_embed", "head", "attn", "mlp")
 READER_KINDS: tuple[str, ...] = ("q", "k", "v", "mlp_in", "logits")
 
 
@@ -44,7 +48,7 @@ class Component:
         """Order in the forward pass: a reader reads every writer of a smaller stage."""
         if self.kind in ("embed", "pos_embed"):
             return 0
-        if self.kind in ("head", "q", "k", "v"):
+        if self.kind in ("head", "attn", "q", "k", "v"):
             return 2 * self.layer + 1
         return 2 * self.layer + 2  # mlp writer, mlp_in reader; logits sit at layer n_layers
 
@@ -59,6 +63,8 @@ class Component:
             return self.kind
         if self.kind == "head":
             return f"a{self.layer}.{self.head}"
+        if self.kind == "attn":
+            return f"attn{self.layer}"
         if self.kind == "mlp":
             return f"m{self.layer}"
         if self.kind == "mlp_in":
@@ -84,12 +90,19 @@ class CircuitGraph:
     n_heads: int
     n_kv_heads: int
     pos_embed: bool
+    post_norm: bool = False  # each block's output normalised before the residual: one attention writer per layer
+
+    @property
+    def head_writers(self) -> int:
+        """Writers per attention layer: each head, or the whole (normalised) layer."""
+        return 1 if self.post_norm else self.n_heads
 
     @cached_property
     def writers(self) -> tuple[Component, ...]:
         out = [Component("embed")] + ([Component("pos_embed")] if self.pos_embed else [])
         for layer in range(self.n_layers):
-            out += [Component("head", layer, h) for h in range(self.n_heads)] + [Component("mlp", layer)]
+            heads = [Component("attn", layer)] if self.post_norm else [Component("head", layer, h) for h in range(self.n_heads)]
+            out += heads + [Component("mlp", layer)]
         return tuple(out)
 
     @cached_property
@@ -122,10 +135,14 @@ class CircuitGraph:
         if self.pos_embed:
             hooks.append(HookSlots("hook_pos_embed", 1, 2, False))
             i = 2
+        k = self.head_writers
         for layer in range(self.n_layers):
-            hooks.append(HookSlots(f"blocks.{layer}.attn.hook_result", i, i + self.n_heads, True))
-            hooks.append(HookSlots(f"blocks.{layer}.hook_mlp_out", i + self.n_heads, i + self.n_heads + 1, False))
-            i += self.n_heads + 1
+            if self.post_norm:
+                hooks.append(HookSlots(f"blocks.{layer}.hook_attn_out", i, i + 1, False))
+            else:
+                hooks.append(HookSlots(f"blocks.{layer}.attn.hook_result", i, i + k, True))
+            hooks.append(HookSlots(f"blocks.{layer}.hook_mlp_out", i + k, i + k + 1, False))
+            i += k + 1
         return tuple(hooks)
 
     @cached_property
@@ -149,6 +166,8 @@ class CircuitGraph:
     def reader_owner(self, reader: Component) -> list[Component]:
         """The writer(s) whose computation a reader feeds: a query head, every head of a key/value
         group, an MLP; none for the logits."""
+        if reader.kind in ("q", "k", "v") and self.post_norm:
+            return [Component("attn", reader.layer)]
         if reader.kind == "q":
             return [Component("head", reader.layer, reader.head)]
         if reader.kind in ("k", "v"):
@@ -173,7 +192,8 @@ def circuit_graph(model: TransformerBridge) -> CircuitGraph:
     n_kv = getattr(cfg, "n_key_value_heads", None) or cfg.n_heads
     if cfg.n_heads % n_kv:
         raise NotImplementedError(f"{cfg.n_heads} query heads do not split evenly over {n_kv} key/value heads")
-    return CircuitGraph(cfg.n_layers, cfg.n_heads, n_kv, _fires(model, "hook_pos_embed"))
+    post_norm = "blocks.0.ln1_post.hook_normalized" in model.hook_dict
+    return CircuitGraph(cfg.n_layers, cfg.n_heads, n_kv, _fires(model, "hook_pos_embed"), post_norm)
 
 
 def _fires(model: TransformerBridge, name: str) -> bool:

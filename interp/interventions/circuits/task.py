@@ -59,40 +59,53 @@ class CircuitTask:
         """Per row, the mean over answer tokens of ``logit_diff`` (the answer's logit minus the
         counterfactual answer's; not saturated where a model is certain) or ``logprob`` (the answer's
         log-probability). Rows may repeat the prompts in groups (``row = g * n + i``)."""
-        groups = logits.shape[0] // self.targets.shape[0]
-        scored = logits[:, self.positions.to(logits.device)].float()
+        return self.scored_metric(logits[:, self.positions.to(logits.device)])
+
+    def scored_metric(self, scored: Float[Tensor, "row slot vocab"]) -> Float[Tensor, " row"]:
+        """`metric` of the logits at the scored positions only."""
+        groups = scored.shape[0] // self.targets.shape[0]
+        scored = scored.float()
         if self.metric_kind == "logprob":
             scored = scored.log_softmax(-1)
-        targets = self.targets.repeat(groups, 1).to(logits.device)
+        targets = self.targets.repeat(groups, 1).to(scored.device)
         value = scored.gather(-1, targets[..., None])[..., 0]
         if self.metric_kind == "logit_diff":
-            other = self.corrupt_targets.repeat(groups, 1).to(logits.device)
+            other = self.corrupt_targets.repeat(groups, 1).to(scored.device)
             value = value - scored.gather(-1, other[..., None])[..., 0]
         return value.mean(-1)
 
     def correct(self, logits: Float[Tensor, "row pos vocab"]) -> Bool[Tensor, " row"]:
         """Whether every answer token is the argmax, per row (groups as in `metric`)."""
-        groups = logits.shape[0] // self.targets.shape[0]
-        targets = self.targets.repeat(groups, 1).to(logits.device)
-        return (logits[:, self.positions.to(logits.device)].argmax(-1) == targets).all(-1)
+        return self.scored_correct(logits[:, self.positions.to(logits.device)])
+
+    def scored_correct(self, scored: Float[Tensor, "row slot vocab"]) -> Bool[Tensor, " row"]:
+        """`correct` of the logits at the scored positions only."""
+        groups = scored.shape[0] // self.targets.shape[0]
+        targets = self.targets.repeat(groups, 1).to(scored.device)
+        return (scored.argmax(-1) == targets).all(-1)
 
 
 def copying_task(tokenizer, task: str, length: int, n: int, *, seed: int = 0, fmt: str = "single-shot",
                  n_shots: int = 1, prepend_bos: bool = False, metric_kind: str = "logit_diff") -> CircuitTask:
-    """UF / UB prompts of `interp.interventions.edges.data` with a corrupt twin: the same layout,
-    other letters (seed ``seed + CORRUPT_SEED_OFFSET``).
+    """UF / UB prompts of `interp.interventions.edges.data` with a corrupt twin: the same prompt up to the test
+    string, another test string (drawn with seed ``seed + CORRUPT_SEED_OFFSET``) and its copy. Earlier shots are
+    shared, so every activation before the test string is the same in both runs: what a circuit carries from the
+    clean to the corrupt run is the test string alone, not the letters of the demonstrations.
 
     >>> from interp.models import tiny_tokenizer
-    >>> t = copying_task(tiny_tokenizer(), "UB", 3, 4)
-    >>> t.clean.shape == t.corrupt.shape, t.targets.shape, bool((t.clean != t.corrupt).any())
-    (True, torch.Size([4, 3]), True)
+    >>> t = copying_task(tiny_tokenizer(), "UB", 3, 4, fmt="few-shot", n_shots=2)
+    >>> start = t.prompts.string_start
+    >>> bool(t.clean[:, :start].equal(t.corrupt[:, :start])), bool((t.clean[:, start:] != t.corrupt[:, start:]).any())
+    (True, True)
     """
     check_task(task)
     shots = 1 if fmt == "single-shot" else n_shots
     clean = copying_prompts(tokenizer, task, length, n, n_shots=shots, seed=seed, prepend_bos=prepend_bos, fmt=fmt)
-    corrupt = copying_prompts(tokenizer, task, length, n, n_shots=shots, seed=seed + CORRUPT_SEED_OFFSET,
-                              prepend_bos=prepend_bos, fmt=fmt)
-    return CircuitTask(task.upper(), clean.tokens, corrupt.tokens, clean.scored_positions(), clean.targets(),
+    other = copying_prompts(tokenizer, task, length, n, n_shots=shots, seed=seed + CORRUPT_SEED_OFFSET,
+                            prepend_bos=prepend_bos, fmt=fmt)
+    corrupt = clean.tokens.clone()
+    corrupt[:, clean.string_start:] = other.tokens[:, clean.string_start:]
+    return CircuitTask(task.upper(), clean.tokens, corrupt, clean.scored_positions(), clean.targets(),
                        position_roles(clean, prepend_bos), clean, metric_kind)
 
 

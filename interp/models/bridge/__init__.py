@@ -24,8 +24,8 @@ from transformer_lens.model_bridge import TransformerBridge
 from interp.core.lm import Hook
 from interp.models.bridge.booting import boot, enable_compatibility, is_empty, process_weights, weights_processed
 from interp.models.bridge.hooks import act_name, is_act
-from interp.models.bridge.running import (apply_rotary, head_weights, rotary_hook_names, run_from_layer, run_until,
-                                          unembed_residual)
+from interp.models.bridge.running import (apply_rotary, head_weights, logits_at, rotary_hook_names, run_from_layer,
+                                          run_until, unembed_residual)
 from interp.models.bridge.weights import (EMBEDDINGS, NamedReader, can_process_in_chunks, fill_empty_parameters,
                                           install_processed_weights, process_in_chunks, processed_state_dict)
 
@@ -39,7 +39,7 @@ PRIVATE_NAMES = ("TransformerBridge._weights_processed", "TransformerBridge.real
 __all__ = [
     "EMBEDDINGS", "PRIVATE_NAMES", "Hook", "NamedReader", "TransformerBridge", "act_name", "apply_rotary", "boot",
     "can_process_in_chunks", "enable_compatibility", "fill_empty_parameters", "head_weights",
-    "install_processed_weights", "is_act", "is_empty", "process_in_chunks", "process_weights",
+    "install_processed_weights", "is_act", "is_empty", "logits_at", "process_in_chunks", "process_weights",
     "processed_state_dict", "rotary_hook_names", "run_from_layer", "run_until", "unembed_residual",
     "weights_processed",
 ]

@@ -67,6 +67,22 @@ def run_from_layer(model: TransformerBridge, residual: Float[Tensor, "batch pos 
         return model.run_with_hooks(residual, start_at_layer=layer, fwd_hooks=list(fwd_hooks))
 
 
+def logits_at(model: TransformerBridge, tokens: Int[Tensor, "batch pos"], positions: Int[Tensor, " slot"],
+              fwd_hooks: Sequence[Hook] = ()) -> Float[Tensor, "batch slot d_vocab"]:
+    """The logits at ``positions`` only, under ``fwd_hooks``: the unembedding (a vocabulary-sized product per
+    position, a fifth of a small model's forward pass) runs where a metric reads it. Gradients flow as usual.
+
+    >>> from interp.models import load_model
+    >>> model = load_model("tiny-gpt2", device="cpu")
+    >>> tokens = torch.tensor([[3, 7, 11, 5, 3, 7]])
+    >>> bool(torch.allclose(logits_at(model, tokens, torch.tensor([2, 5])), model(tokens)[:, [2, 5]], atol=1e-5))
+    True
+    """
+    with _bypass_blocks_below(model, 0):
+        final = model.run_with_hooks(tokens.to(model.cfg.device), fwd_hooks=list(fwd_hooks))
+    return unembed_residual(model, final[:, positions.to(final.device)])
+
+
 class _Stop(Exception):
     """Raised from a hook to end a forward pass early."""
 
