@@ -119,8 +119,14 @@ def _select(runner: CircuitRunner, scores: torch.Tensor, config: CircuitConfig, 
         notes.append(f"masks trained over the {len(result.candidates):,} edges of largest |{config.score}|, which alone "
                      f"recover {result.candidates_recovered:.2f} of the gap (every other edge removed)")
         ranking, circuit = result.ranking, result.circuit
-        threshold = smallest_circuit(runner, ranking, goal, len(circuit))  # the masks' own order, cut where the goal holds
-        if len(threshold.edges) < len(circuit) and runner.meets(threshold.edges, goal)[0]:
+        # the masks' own order, cut where the goal holds: smaller than the path's circuit, or the path's circuit
+        # grown along the order where no check on the path kept the goal
+        threshold = smallest_circuit(runner, ranking, goal, config.max_edges)
+        path_meets = runner.meets(circuit, goal)[0]
+        if runner.meets(threshold.edges, goal)[0] and (not path_meets or len(threshold.edges) < len(circuit)):
+            if not path_meets:
+                notes.append(f"no circuit on the mask path kept the goal; the top {len(threshold.edges)} edges of the "
+                             "masks' order do")
             circuit = threshold.edges
         if config.prune:  # the threshold, verified: drop the mask circuit's edges the target does not need
             with tqdm(desc="pruning the mask circuit (passes)", disable=not progress) as bar:

@@ -10,9 +10,8 @@ gap lost per prompt (``objective="metric"``, the default: what the circuit is ju
 the clean model's next-token distributions (``"kl"``, Edge Pruning's), ``g = d / d_t - 1`` with ``d`` the expected
 share of candidates kept and ``d_t`` a target falling geometrically from every candidate to ``edges`` over the
 first half of the steps and on towards one edge over the second, the two multipliers ascended (a Lagrangian, as
-Edge Pruning does). From the step the target reaches ``edges`` on, every ``check_every`` steps the edges with a
-positive log-odds are measured exactly as a circuit: the smallest that recovers the target share of the gap is the
-circuit (a sparsity path in one run, where Edge Pruning trains once per sparsity). Edges are ranked by the last
+Edge Pruning does). Every ``check_every`` steps where at most ``edges`` masks have a positive log-odds, those edges
+are measured exactly as a circuit: the smallest that recovers the target share of the gap is the circuit (a sparsity path in one run, where Edge Pruning trains once per sparsity). Edges are ranked by the last
 check they survived, then by log-odds.
 
 On a CPU the graph of a pretrained model is too large to train every edge, so the candidates are the top edges by
@@ -41,15 +40,16 @@ OBJECTIVES: tuple[str, ...] = ("kl", "metric")  # candidates rank above every ot
 @dataclass(frozen=True)
 class MaskConfig:
     """``edges``: the budget (no circuit is larger); ``candidates``: edges trained (0: automatic,
-    ``max(20 x edges, 2000)``); ``steps`` of Adam at ``lr``; masks start on (``init`` log-odds); the circuit is
-    checked every ``check_every`` steps once the target is at the budget."""
+    ``max(20 x edges, 2000)``); ``steps`` of Adam at ``lr``; masks start on (``init`` log-odds: near 1, not
+    saturated, so that the metric's gradient reaches every mask from the first step); the circuit is checked every
+    ``check_every`` steps once at most ``edges`` masks are open."""
 
     edges: int = 200
     candidates: int = 0
     steps: int = 100
     lr: float = 0.1
     lagrange_lr: float = 1.0
-    init: float = 3.0
+    init: float = 1.0
     check_every: int = 5
     objective: str = "metric"
     seed: int = 0
@@ -174,7 +174,7 @@ def optimize_masks(runner: CircuitRunner, scores: Float[Tensor, " edge"], config
         ascent.step()
         losses.append(float(kl.detach()))
         last = step == config.steps - 1
-        if step >= config.steps / 2 and ((step - config.steps // 2) % config.check_every == 0 or last):
+        if step % config.check_every == 0 or last:
             kept = (log_alpha.detach() > 0).nonzero()[:, 0]
             if 0 < len(kept) <= budget:
                 meets, recovered, accuracy = runner.meets(candidates[kept], target)
