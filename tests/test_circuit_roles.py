@@ -10,7 +10,8 @@ from interp.interventions.circuits import circuit_graph, copying_task, edge_scor
 from interp.interventions.circuits.attention import AttentionEdgeSet, attention_exact_scores
 from interp.interventions.circuits.find import find_circuit
 from interp.interventions.circuits.known import planted_role_edges
-from interp.interventions.circuits.masking import masked_logits, removal_state
+from interp.interventions.circuits.masking import masked_logits
+from interp.interventions.circuits.removal_state import removal_state
 from interp.interventions.circuits.role_graph import role_graph
 from interp.interventions.circuits.role_scores import exact_effects, role_edge_scores
 from interp.interventions.circuits.runner import as_mask, circuit_runner, top_k
@@ -161,7 +162,7 @@ def test_a_model_that_normalises_block_outputs_writes_one_attention_output_per_l
 
 
 def test_a_reader_input_that_is_not_the_sum_of_the_writers_is_refused(monkeypatch):
-    import interp.interventions.circuits.masking as masking
+    import interp.interventions.circuits.removal_state as masking
 
     model = load_model("planted-ub", device="cpu")
     task = copying_task(model.tokenizer, "UB", 3, 2)

@@ -18,7 +18,8 @@ from torch import Tensor
 
 from interp.core.stats import MIN_GAP
 from interp.interventions.circuits.graph import graph_hooks_enabled
-from interp.interventions.circuits.masking import RemovalState, masked_logits, mean_state, removal_state, sparse_plan
+from interp.interventions.circuits.masking import masked_logits, sparse_plan
+from interp.interventions.circuits.removal_state import RemovalState, mean_state, removal_state
 from interp.interventions.circuits.role_graph import RoleGraph, role_graph
 from interp.interventions.circuits.task import COUNTERFACTUALS, CircuitTask
 from interp.interventions.edges.layout import AttentionLayout, attention_layout
