@@ -12,7 +12,7 @@ share of candidates kept and ``d_t`` a target falling geometrically from every c
 first half of the steps and on towards one edge over the second, the two multipliers ascended (a Lagrangian, as
 Edge Pruning does). Every ``check_every`` steps where at most ``edges`` masks have a positive log-odds, those edges
 are measured exactly as a circuit: the smallest that recovers the target share of the gap is the circuit (a sparsity path in one run, where Edge Pruning trains once per sparsity). Edges are ranked by the last
-check they survived, then by log-odds.
+check they survived, then by log-odds; edges no check kept follow, by the first-order score.
 
 On a CPU the graph of a pretrained model is too large to train every edge, so the candidates are the top edges by
 a first-order score (EAP-IG) and the rest stay removed; how much the candidates alone recover is reported.
@@ -185,8 +185,10 @@ def optimize_masks(runner: CircuitRunner, scores: Float[Tensor, " edge"], config
                     best = (point, candidates[kept].sort().values)
     alpha = log_alpha.detach().clone()
     ranking = scores.abs() / scores.abs().max().clamp(min=1e-12)
-    # the last check an edge survived, then its log-odds (squashed below one step)
-    ranking[candidates] = RANKED_FIRST + survived + torch.sigmoid(alpha)
+    # the last check an edge survived, then its log-odds (squashed below one step); an edge no check kept keeps
+    # its place by |score|, so that cutting this order further down is never worse informed than the scores
+    kept_once = survived >= 0
+    ranking[candidates[kept_once]] = RANKED_FIRST + survived[kept_once] + torch.sigmoid(alpha[kept_once])
     if best is None:  # no check kept an edge within the budget: the budget's top log-odds
         circuit = candidates[alpha.argsort(descending=True)[:budget]].sort().values
     else:
