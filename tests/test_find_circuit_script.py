@@ -3,12 +3,12 @@ it writes, a weak task refused, and a stopped run resumed from its stages."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from script_loading import load_script, run_without_torch
 
 from interp.core.tables import read_csv
 
@@ -18,17 +18,12 @@ SCRIPT = ROOT / "analyses" / "find_circuit.py"
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("find_circuit_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("find_circuit")
 
 
 def without_torch(*argv: str) -> subprocess.CompletedProcess:
     """The script run with ``import torch`` made to fail."""
-    code = ("import runpy, sys; sys.modules['torch'] = None; "
-            f"sys.argv = ['find_circuit.py', *{list(argv)!r}]; runpy.run_path({str(SCRIPT)!r}, run_name='__main__')")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    return run_without_torch("find_circuit", *argv)
 
 
 def test_the_scripts_names_are_the_librarys(script):

@@ -3,33 +3,23 @@ prompt whose string starts at position 0."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from script_loading import load_script, run_without_torch
 
 from interp.cli import run
 from interp.core.tables import read_csv
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "analyses" / "circuit_routes.py"
-
-
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("circuit_routes_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("circuit_routes")
 
 
 def without_torch(*argv: str) -> subprocess.CompletedProcess:
     """The script run with ``import torch`` made to fail."""
-    code = ("import runpy, sys; sys.modules['torch'] = None; "
-            f"sys.argv = ['circuit_routes.py', *{list(argv)!r}]; runpy.run_path({str(SCRIPT)!r}, run_name='__main__')")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    return run_without_torch("circuit_routes", *argv)
 
 
 def test_the_scripts_names_are_the_librarys(script):
