@@ -12,6 +12,7 @@ from script_loading import load_script, run_without_torch
 from interp.cli import run
 from interp.core.tables import read_csv
 
+
 @pytest.fixture(scope="module")
 def script():
     return load_script("circuit_routes")
