@@ -102,3 +102,16 @@ def test_a_committed_switch_left_by_a_killed_publish_is_finished_and_said(folder
     assert "note: finished the interrupted publish of directional_bias_m" in capsys.readouterr().out
     assert sorted(p.name for p in results.iterdir()) == ["directional_bias_m.csv", "directional_bias_m.md"]
     assert "0.9" in (results / "directional_bias_m.csv").read_text()
+
+
+def test_a_ranking_is_published_as_its_csv_alone(folders, capsys):
+    """A circuit's ranking (thousands of rows a figure reads) goes out without Markdown; other kinds still need it."""
+    build, results = folders
+    rows = [{"rank": 1, "kind": "residual", "reader": "a0.0.v", "writer": "embed", "role": "s", "key_role": "",
+             "sources": "", "score": -62.3, "rank_value": 1001.0}]
+    write_table(rows, build / "circuit_ranking_m_UB_L4_greedy", formats=["csv"])
+    write_table([{**ROWS[0], "accuracy": 0.9}], build / "directional_bias_m", formats=["csv"])
+    assert main(["--build", str(build), "--results", str(results)]) == 2
+    assert "not published directional_bias_m: it lacks its .md" in capsys.readouterr().err
+    published = sorted(p.name for p in results.glob("circuit_ranking_*"))
+    assert published == ["circuit_ranking_m_UB_L4_greedy.csv"]

@@ -37,6 +37,8 @@ from interp.core.tables import atomic_write_text, csv_lines, to_markdown
 TABLE_FORMATS = ("csv", "json", "md")
 # What every table writer writes; a JSON (the metadata) may be absent.
 REQUIRED_FORMATS = ("csv", "md")
+# Tables published as CSV alone (long lists that a figure reads, never a page): no Markdown written or required.
+CSV_ONLY_KINDS = ("circuit_ranking",)
 STAGING = ".publish"  # inside the results folder: staged tables, each with its commit record
 COMMIT = ".commit"
 # A table's stem: what the file-naming scheme writes (interp.core.naming.slug), nothing that is markup.
@@ -94,7 +96,8 @@ def build_tables(folder: Path) -> dict[str, dict[str, Path]]:
 
 
 def _file_problem(stem: str, files: dict[str, Path], results: Path) -> str | None:
-    missing = [fmt for fmt in REQUIRED_FORMATS if fmt not in files]
+    required = ("csv",) if split_result_stem(stem)[0] in CSV_ONLY_KINDS else REQUIRED_FORMATS
+    missing = [fmt for fmt in required if fmt not in files]
     if missing:
         return f"it lacks its {', '.join('.' + m for m in missing)} (a run that did not finish writing it?)"
     if not STEM.fullmatch(stem):
@@ -130,7 +133,8 @@ def _table_contents(stem: str, files: dict[str, Path], stage: Path) -> dict[str,
         if not isinstance(parsed, dict):
             raise ValueError(f"{files['json']} is not a JSON object (the table's metadata)")
         contents[f"{stem}.json"] = data
-    contents[f"{stem}.md"] = to_markdown(rows, columns).encode("utf-8")
+    if split_result_stem(stem)[0] not in CSV_ONLY_KINDS:
+        contents[f"{stem}.md"] = to_markdown(rows, columns).encode("utf-8")
     return contents
 
 
