@@ -139,7 +139,7 @@ class Circuit:
         return {k: _clean(v) for k, v in out.items()}
 
     @classmethod
-    def from_json(cls, data: dict, source: str = "circuit") -> "Circuit":
+    def from_json(cls, data: object, source: str = "circuit") -> "Circuit":
         if isinstance(data, dict) and "format" not in data and isinstance(data.get("metadata"), dict):
             data = data["metadata"]  # a circuit table's JSON: the circuit is its metadata
         if not isinstance(data, dict) or data.get("format") != FORMAT:
