@@ -115,3 +115,16 @@ def test_a_ranking_is_published_as_its_csv_alone(folders, capsys):
     assert "not published directional_bias_m: it lacks its .md" in capsys.readouterr().err
     published = sorted(p.name for p in results.glob("circuit_ranking_*"))
     assert published == ["circuit_ranking_m_UB_L4_greedy.csv"]
+
+
+def test_a_route_tables_json_is_published_with_its_metadata_only(folders):
+    """Per-prompt rows live in the CSV; the published JSON of such a table keeps the metadata, not a second copy."""
+    build, results = folders
+    rows = [{"model": "m", "task": "UB", "length": 4, "head_set": "all", "route": "o", "prompt": i, "clean_metric": 5.0,
+             "counterfactual_metric": -5.0, "patched_metric": -4.0, "correct": True} for i in range(3)]
+    write_table(rows, build / "circuit_routes_m_UB", metadata={"model": "m", "n": 3})
+    assert main(["--build", str(build), "--results", str(results)]) == 0
+    import json
+
+    assert json.loads((results / "circuit_routes_m_UB.json").read_text()) == {"metadata": {"model": "m", "n": 3}}
+    assert len(validated_rows(results / "circuit_routes_m_UB.csv")[1]) == 3

@@ -39,6 +39,9 @@ TABLE_FORMATS = ("csv", "json", "md")
 REQUIRED_FORMATS = ("csv", "md")
 # Tables published as CSV alone (long lists that a figure reads, never a page): no Markdown written or required.
 CSV_ONLY_KINDS = ("circuit_ranking",)
+# Per-prompt tables whose published JSON keeps the metadata only: their rows are in the CSV, which every reader
+# reads, and a second copy of tens of thousands of rows would be most of results/.
+METADATA_JSON_KINDS = ("circuit_routes", "scratch_family_routes", "scratch_family_edges", "scratch_family_circuits")
 STAGING = ".publish"  # inside the results folder: staged tables, each with its commit record
 COMMIT = ".commit"
 # A table's stem: what the file-naming scheme writes (interp.core.naming.slug), nothing that is markup.
@@ -132,6 +135,8 @@ def _table_contents(stem: str, files: dict[str, Path], stage: Path) -> dict[str,
             parsed = None
         if not isinstance(parsed, dict):
             raise ValueError(f"{files['json']} is not a JSON object (the table's metadata)")
+        if split_result_stem(stem)[0] in METADATA_JSON_KINDS:
+            data = json.dumps({"metadata": parsed.get("metadata") or {}}, indent=2).encode("utf-8")
         contents[f"{stem}.json"] = data
     if split_result_stem(stem)[0] not in CSV_ONLY_KINDS:
         contents[f"{stem}.md"] = to_markdown(rows, columns).encode("utf-8")
