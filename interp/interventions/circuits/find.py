@@ -195,6 +195,9 @@ def find_circuit(model: TransformerBridge, task: str | CircuitTask, config: Circ
     goal = Goal(config.target, config.keep_accuracy)
     if not runner.meets(circuit, goal)[0]:
         notes.append(f"the circuit misses the goal ({goal.describe()}) within {config.max_edges} edges")
+    elif len(circuit) > config.max_edges:  # greedy keeps the goal first: pruning stopped above the budget
+        notes.append(f"no circuit within {config.max_edges} edges was found that keeps the goal ({goal.describe()}); "
+                     f"pruning stopped at {len(circuit)}")
     order = losses.argsort(descending=True, stable=True) if losses is not None \
         else ranking[circuit].argsort(descending=True, stable=True)
     circuit = circuit[order]
