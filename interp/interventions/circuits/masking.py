@@ -271,6 +271,7 @@ def masked_logits(model: TransformerBridge, graph: RoleGraph, layout: AttentionL
     >>> from interp.interventions.circuits.task import copying_task
     >>> from interp.interventions.circuits.role_graph import role_graph
     >>> from interp.interventions.edges.layout import attention_layout
+    >>> from interp.interventions.circuits.removal_state import removal_state
     >>> model = load_model("planted-ub", device="cpu")
     >>> task = copying_task(model.tokenizer, "UB", 3, 2)
     >>> graph, layout = role_graph(model, task), attention_layout(model)
