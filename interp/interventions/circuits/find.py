@@ -123,7 +123,8 @@ def _select(runner: CircuitRunner, scores: torch.Tensor, config: CircuitConfig, 
         # grown along the order where no check on the path kept the goal
         threshold = smallest_circuit(runner, ranking, goal, config.max_edges)
         path_meets = runner.meets(circuit, goal)[0]
-        if runner.meets(threshold.edges, goal)[0] and (not path_meets or len(threshold.edges) < len(circuit)):
+        threshold_meets = goal.kept_by(threshold.recovered, threshold.accuracy, runner.clean_accuracy)
+        if threshold_meets and (not path_meets or len(threshold.edges) < len(circuit)):
             if not path_meets:
                 notes.append(f"no circuit on the mask path kept the goal; the top {len(threshold.edges)} edges of the "
                              "masks' order do")
@@ -191,9 +192,9 @@ def find_circuit(model: TransformerBridge, task: str | CircuitTask, config: Circ
         with tqdm(total=runner.passes(len(circuit)), desc="minimality", disable=not progress) as bar:
             losses = _stage(stages, f"{prefix}losses", lambda: removal_losses(runner, circuit, on_pass=bar.update))
     timings["minimality"] = time.perf_counter() - t
-    measured = runner.measure([circuit])
     goal = Goal(config.target, config.keep_accuracy)
-    if not runner.meets(circuit, goal)[0]:
+    met, recovered, accuracy = runner.meets(circuit, goal)
+    if not met:
         notes.append(f"the circuit misses the goal ({goal.describe()}) within {config.max_edges} edges")
     elif len(circuit) > config.max_edges:  # greedy keeps the goal first: pruning stopped above the budget
         notes.append(f"no circuit within {config.max_edges} edges was found that keeps the goal ({goal.describe()}); "
@@ -212,7 +213,7 @@ def find_circuit(model: TransformerBridge, task: str | CircuitTask, config: Circ
     record = asdict(config) | {"fractions": list(config.fractions), "seconds": time.perf_counter() - started}
     record |= {f"seconds_{k}": v for k, v in timings.items()}
     return Circuit(label, prepared.name, config.method, config.grain, edges,
-                   recovered=float(runner.recovered(measured.metric[0])), accuracy=float(measured.accuracy[0]),
+                   recovered=recovered, accuracy=accuracy,
                    clean_accuracy=runner.clean_accuracy, clean_metric=runner.clean_metric, empty_metric=runner.empty_metric,
                    n_prompts=prepared.n, total_edges=len(runner.graph), curve=_curve_from_state(curve), config=record,
                    notes=tuple(notes))

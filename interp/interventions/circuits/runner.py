@@ -49,6 +49,14 @@ class Goal:
     def describe(self) -> str:
         return f"{self.recovered:g} of the gap" + (f" and {self.accuracy:g} of the clean accuracy" if self.accuracy else "")
 
+    def kept_by(self, recovered: float, accuracy: float, clean_accuracy: float) -> bool:
+        """Whether a circuit measured at ``recovered`` and ``accuracy`` keeps the goal.
+
+        >>> Goal(0.8, 0.5).kept_by(0.85, 0.5, 1.0), Goal(0.8, 0.5).kept_by(0.85, 0.25, 1.0)
+        (True, False)
+        """
+        return recovered >= self.recovered and accuracy >= self.accuracy * clean_accuracy
+
 
 def as_goal(target: "Goal | float") -> Goal:
     return target if isinstance(target, Goal) else Goal(float(target))
@@ -105,7 +113,7 @@ class CircuitRunner:
         """Whether ``circuit`` keeps ``goal``, with its recovered share and accuracy (one measurement)."""
         goal, measured = as_goal(goal), self.measure([circuit])
         recovered, accuracy = float(self.recovered(measured.metric[0])), float(measured.accuracy[0])
-        return recovered >= goal.recovered and accuracy >= goal.accuracy * self.clean_accuracy, recovered, accuracy
+        return goal.kept_by(recovered, accuracy, self.clean_accuracy), recovered, accuracy
 
     def logits(self, chunk: int, edges: Int[Tensor, " k"], coef: Float[Tensor, "group k"], kept_by_default: bool = False,
                dense: bool | None = None, plan=None) -> Float[Tensor, "row slot vocab"]:
