@@ -372,3 +372,66 @@ def test_edge_patching_loss_axis_reaches_a_model_that_never_copies(tmp_path):
     ticks = [float(t.replace("\u2212", "-")) for t in re.findall(r'<g class="y3tick"><text[^>]*>([^<]*)</text>', dom)]
     largest_loss = max(-float(r["mean_logprob"]) for r in table)
     assert largest_loss > 29 and ticks and max(ticks) >= 30, f"loss axis ticks {ticks}"
+
+
+class _TabNotLoadedYet:
+    """A stand-in for kaleido whose first ``unloaded`` renders meet a tab still on its blank page."""
+
+    def __init__(self, unloaded: int, message: str = "ReferenceError: kaleido_scopes is not defined"):
+        self.unloaded, self.message, self.calls = unloaded, message, 0
+
+    async def calc_fig(self, fig, opts):
+        from kaleido._kaleido_tab._errors import JavascriptError
+
+        self.calls += 1
+        if self.calls <= self.unloaded:
+            raise JavascriptError("{'description': '%s'}" % self.message)
+        return b"%PDF-rendered"
+
+
+@pytest.fixture
+def exporter_over():
+    """A StaticExporter whose event loop runs and whose kaleido is the given stand-in."""
+    import asyncio
+    import threading
+
+    from interp.figures.export import StaticExporter
+
+    exporter = StaticExporter(browser="chromium")
+    exporter._loop = asyncio.new_event_loop()
+    exporter._thread = threading.Thread(target=exporter._loop.run_forever, daemon=True)
+    exporter._thread.start()
+
+    def over(fake):
+        exporter._kaleido = fake
+        return exporter
+
+    yield over
+    exporter._kaleido = None
+    exporter.__exit__(None, None, None)
+
+
+@pytest.mark.parametrize("unloaded, renders", [(0, True), (2, True), (3, False)])
+def test_a_tab_caught_before_its_page_loaded_is_rendered_again(exporter_over, unloaded, renders):
+    from kaleido._kaleido_tab._errors import JavascriptError
+
+    from interp.figures.export import RENDER_TRIES
+
+    fake = _TabNotLoadedYet(unloaded)
+    exporter = exporter_over(fake)
+    if renders:
+        assert exporter.render(go.Figure(), "pdf") == b"%PDF-rendered"
+        assert fake.calls == unloaded + 1
+    else:
+        with pytest.raises(JavascriptError, match="kaleido_scopes"):
+            exporter.render(go.Figure(), "pdf")
+        assert fake.calls == RENDER_TRIES
+
+
+def test_other_render_errors_are_not_retried(exporter_over):
+    from kaleido._kaleido_tab._errors import JavascriptError
+
+    fake = _TabNotLoadedYet(1, message="Error 525: plotly.js failed")
+    with pytest.raises(JavascriptError, match="525"):
+        exporter_over(fake).render(go.Figure(), "png")
+    assert fake.calls == 1

@@ -19,6 +19,10 @@ from interp.figures.style import FONT
 
 STATIC_FORMATS = ("pdf", "svg", "png")
 HTML_FORMATS = ("html",)
+# A loaded machine can hand kaleido's tab the blank page's JavaScript context before its own page
+# has loaded; the render then fails with this error, and kaleido reloads the tab before the next.
+UNLOADED_TAB = "kaleido_scopes is not defined"
+RENDER_TRIES = 3
 
 
 class StaticExporter:
@@ -87,7 +91,13 @@ class StaticExporter:
                 return self.render(fig, fmt, png_scale)
         opts = dict(format=fmt, width=fig.layout.width or 800, height=fig.layout.height or 500,
                     scale=(self.png_scale if png_scale is None else png_scale) if fmt == "png" else 1)
-        data = self._run(self._kaleido.calc_fig(fig, opts=opts))
+        for attempt in range(1, RENDER_TRIES + 1):
+            try:
+                data = self._run(self._kaleido.calc_fig(fig, opts=opts))
+                break
+            except RuntimeError as err:
+                if UNLOADED_TAB not in str(err) or attempt == RENDER_TRIES:
+                    raise
         if not data:
             raise RuntimeError(f"kaleido returned an empty {fmt} image")
         return data
