@@ -4,6 +4,21 @@ import torch
 from interp.models import load_model
 
 
+@pytest.fixture(autouse=True)
+def _logging_as_it_was():
+    """Scripts run in-process set the root logger up for themselves (``log_through_tqdm``): give the next test
+    the logging it would have had in a fresh interpreter."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):  # pytest's own capture handlers come and go with each phase
+        if handler not in handlers and not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)
+    root.setLevel(level)
+
+
 @pytest.fixture(scope="session")
 def tiny_llama():
     torch.manual_seed(0)

@@ -209,6 +209,25 @@ def test_log_records_of_a_training_script_never_land_in_a_bar(monkeypatch):
     assert [p for p in pieces if "%|" in p and "loss" in p] == []
 
 
+def test_a_scripts_log_shows_its_own_progress_and_only_the_warnings_of_other_libraries(monkeypatch):
+    import io
+    import logging
+
+    from interp.cli import log_through_tqdm
+
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", stream)
+    monkeypatch.setattr(sys, "stderr", stream)
+    log_through_tqdm()  # the root logger, as train_from_scratch.py sets it (the test fixture restores it)
+    logging.getLogger("interp.training.loop").info("step 1: loss 2.5")
+    logging.getLogger("__main__").info("wrote table")
+    logging.getLogger("choreographer.utils._tmpfile").info("TemporaryDirectory.cleanup() worked.")
+    logging.getLogger("kaleido").warning("slow render")
+    lines = stream.getvalue().splitlines()
+    assert lines == ["INFO interp.training.loop: step 1: loss 2.5", "INFO __main__: wrote table",
+                     "WARNING kaleido: slow render"]
+
+
 def test_head_means_and_ablation_paths_print_short_and_tabulate(tiny_llama):
     from interp.interventions.ablation import compute_head_means
     from interp.interventions.ablation_path import AblationPath
