@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     task = copying_task(model.tokenizer, args.task, args.length, args.n, fmt="few-shot", n_shots=args.shots, prepend_bos=bos)
     print(machine_line())
     with torch.no_grad():
-        copied = int(torch.cat([task.correct(model(task.clean[rows])) for rows in torch.arange(task.n).split(args.batch_size)]).sum())
+        batches = [slice(start, start + args.batch_size) for start in range(0, task.n, args.batch_size)]
+        copied = int(sum(task.rows(rows).correct(model(task.clean[rows])).sum() for rows in batches))
     print(f"{args.task} length {args.length}, {args.shots}-shot prompts: the model copies {copied} of {task.n} exactly")
     reset_peak()
     t = time.perf_counter()

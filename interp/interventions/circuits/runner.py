@@ -81,7 +81,7 @@ class CircuitRunner:
     counterfactual: str
     batch_size: int
     states: list[RemovalState] = field(repr=False)
-    clean_logits: list[Float[Tensor, "batch slot vocab"]] = field(repr=False)
+    clean_logits: list[Float[Tensor, "_batch slot vocab"]] = field(repr=False)  # the last chunk may be shorter
     empty: Measured | None = None
 
     @property
