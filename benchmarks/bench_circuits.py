@@ -93,13 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     bos = bool(getattr(model.cfg, "default_prepend_bos", False))
     task = copying_task(model.tokenizer, args.task, args.length, args.n, fmt="few-shot", n_shots=args.shots, prepend_bos=bos)
     print(machine_line())
-    with torch.no_grad():
-        batches = [slice(start, start + args.batch_size) for start in range(0, task.n, args.batch_size)]
-        copied = int(sum(task.rows(rows).correct(model(task.clean[rows])).sum() for rows in batches))
-    print(f"{args.task} length {args.length}, {args.shots}-shot prompts: the model copies {copied} of {task.n} exactly")
     reset_peak()
     t = time.perf_counter()
     runner = circuit_runner(model, task, grain="components", batch_size=args.batch_size)
+    copied = round(runner.clean_accuracy * task.n)  # the runner's clean run, chunk by chunk
+    print(f"{args.task} length {args.length}, {args.shots}-shot prompts: the model copies {copied} of {task.n} exactly")
     graph = runner.graph.components
     sample = sample_edges(runner.graph, args.per_layer)
     print(f"{args.model}: {len(graph.writers)} writers, {len(graph.readers)} readers, {task.clean.shape[1]} positions, "
